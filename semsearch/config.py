@@ -1,0 +1,286 @@
+"""Settings: defaults < config file < environment < command-line flags, built once, frozen.
+
+The config file is JSON (``~/.config/semsearch/config.json`` by default). Every key is optional;
+unknown keys are kept when ``add``/``remove`` rewrite the file and otherwise ignored. A malformed
+file or a value of the wrong type raises :class:`ConfigError` naming the path (and line/column for
+JSON syntax errors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from semsearch.errors import ConfigError
+
+CONFIG_NAME = "config.json"
+INDEX_NAME = "index.db"
+APP_DIR = "semsearch"
+MODEL_WINDOW = 256
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a command needs, resolved once."""
+
+    config_path: Path
+    config_exists: bool
+    index_path: Path
+    roots: tuple[Path, ...] = ()
+    target_tokens: int = 200
+    overlap_tokens: int = 35
+    hard_token_limit: int = 254
+    top_k: int = 5
+    hybrid: bool = True
+    rrf_k: int = 60
+    max_file_size: int = 500_000
+    binary_extensions: frozenset[str] | None = None
+    ignore_patterns: tuple[str, ...] | None = None
+    ignore_file: str = ".indexignore"
+    model_dir: Path | None = None
+    store_backend: str = "sqlite"
+
+    @property
+    def global_ignore_file(self) -> Path:
+        """The ``.indexignore`` next to the config file, applied to every folder."""
+        return self.config_path.parent / self.ignore_file
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:
+    value = env.get(var)
+    return Path(value) if value else _home(env) / fallback
+
+
+def default_config_path(env: Mapping[str, str]) -> Path:
+    """``$SS_CONFIG_PATH``, else ``$XDG_CONFIG_HOME/semsearch/config.json``."""
+    if env.get("SS_CONFIG_PATH"):
+        return Path(env["SS_CONFIG_PATH"]).expanduser()
+    return _xdg(env, "XDG_CONFIG_HOME", ".config") / APP_DIR / CONFIG_NAME
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse the config file; a missing file is an empty config."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read config file {path}: {exc}") from exc
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}:{exc.lineno}:{exc.colno}: invalid JSON ({exc.msg}). "
+            "Fix the file or delete it to start from defaults."
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a JSON object, not {type(data).__name__}.")
+    return data
+
+
+def write_config_file(path: Path, data: Mapping[str, Any]) -> None:
+    """Write the config atomically (temp file + rename), creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _expect(path: Path, key: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if isinstance(value, bool) and kind is int:
+        raise ConfigError(f"{path}: `{key}` must be {what}, got {json.dumps(value)}.")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{path}: `{key}` must be {what}, got {json.dumps(value)}.")
+    return value
+
+
+def _positive_int(path: Path, key: str, value: Any, low: int = 1, high: int | None = None) -> int:
+    number: int = _expect(path, key, value, int, "an integer")
+    if number < low or (high is not None and number > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{path}: `{key}` must be {bound}, got {number}.")
+    return number
+
+
+def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    items = _expect(path, key, value, list, "a list of strings")
+    if not all(isinstance(item, str) for item in items):
+        raise ConfigError(f"{path}: `{key}` must be a list of strings.")
+    return tuple(items)
+
+
+def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
+    """The configured folders; relative entries resolve against the config file's folder."""
+    roots = list(_string_list(path, "defaultRoots", data.get("defaultRoots", [])))
+    legacy = data.get("defaultRoot")
+    if legacy is not None:
+        roots.insert(0, _expect(path, "defaultRoot", legacy, str, "a string"))
+    resolved: list[Path] = []
+    for entry in roots:
+        root = Path(os.path.abspath(path.parent / Path(entry).expanduser()))
+        if root not in resolved:
+            resolved.append(root)
+    return resolved
+
+
+def _chunk_settings(path: Path, data: Mapping[str, Any]) -> dict[str, int]:
+    chunk = _expect(path, "chunk", data.get("chunk", {}), dict, "an object")
+    hard = _positive_int(
+        path, "chunk.hardTokenLimit", chunk.get("hardTokenLimit", 254), 16, MODEL_WINDOW - 2
+    )
+    target = _positive_int(path, "chunk.targetTokens", chunk.get("targetTokens", 200), 8, hard)
+    overlap = _positive_int(
+        path, "chunk.overlapTokens", chunk.get("overlapTokens", 35), 0, target - 1
+    )
+    return {"target_tokens": target, "overlap_tokens": overlap, "hard_token_limit": hard}
+
+
+def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if "defaultTopK" in data:
+        values["top_k"] = _positive_int(path, "defaultTopK", data["defaultTopK"], 1, 1000)
+    if "hybridSearch" in data:
+        values["hybrid"] = _expect(path, "hybridSearch", data["hybridSearch"], bool, "true/false")
+    if "rrfK" in data:
+        values["rrf_k"] = _positive_int(path, "rrfK", data["rrfK"], 1, 10_000)
+    if "maxFileSizeBytes" in data:
+        values["max_file_size"] = _positive_int(path, "maxFileSizeBytes", data["maxFileSizeBytes"])
+    if "binaryExtensions" in data:
+        extensions = _string_list(path, "binaryExtensions", data["binaryExtensions"])
+        values["binary_extensions"] = frozenset(ext.lower() for ext in extensions)
+    if "defaultIgnorePatterns" in data:
+        values["ignore_patterns"] = _string_list(
+            path, "defaultIgnorePatterns", data["defaultIgnorePatterns"]
+        )
+    if "ignoreFile" in data:
+        values["ignore_file"] = _expect(path, "ignoreFile", data["ignoreFile"], str, "a file name")
+    if "modelDir" in data:
+        model_dir = _expect(path, "modelDir", data["modelDir"], str, "a folder path")
+        values["model_dir"] = path.parent / Path(model_dir).expanduser()
+    if "storeBackend" in data:
+        values["store_backend"] = _expect(path, "storeBackend", data["storeBackend"], str, "text")
+    return values
+
+
+def _index_path(
+    env: Mapping[str, str], data: Mapping[str, Any], config_path: Path, flag: str | None
+) -> Path:
+    if flag:
+        return Path(flag).expanduser()
+    if env.get("SS_INDEX_PATH"):
+        return Path(env["SS_INDEX_PATH"]).expanduser()
+    if env.get("SS_INDEX_DIR"):
+        return Path(env["SS_INDEX_DIR"]).expanduser() / INDEX_NAME
+    if "indexDir" in data:
+        folder = _expect(config_path, "indexDir", data["indexDir"], str, "a folder path")
+        return config_path.parent / Path(folder).expanduser() / INDEX_NAME
+    return _xdg(env, "XDG_DATA_HOME", ".local/share") / APP_DIR / INDEX_NAME
+
+
+def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Settings:
+    """Build the settings from the environment (pass ``os.environ``) and the ``--index`` flag."""
+    config_path = default_config_path(env)
+    data = read_config_file(config_path)
+    values: dict[str, Any] = {
+        **_chunk_settings(config_path, data),
+        **_file_settings(config_path, data),
+    }
+    if env.get("SS_MODEL_DIR"):
+        values["model_dir"] = Path(env["SS_MODEL_DIR"]).expanduser()
+    if env.get("SS_STORE_BACKEND"):
+        values["store_backend"] = env["SS_STORE_BACKEND"]
+    if values.get("store_backend", "sqlite") != "sqlite":
+        raise ConfigError(
+            f"Unknown store backend {values['store_backend']!r} (from SS_STORE_BACKEND or "
+            f"{config_path}). This version supports only 'sqlite'."
+        )
+    return Settings(
+        config_path=config_path,
+        config_exists=config_path.is_file(),
+        index_path=Path(os.path.abspath(_index_path(env, data, config_path, index_flag))),
+        roots=tuple(config_roots(config_path, data)),
+        **values,
+    )
+
+
+@dataclass(frozen=True)
+class RootChange:
+    """Outcome of ``add`` or ``remove``: which paths changed, which were no-ops or rejected."""
+
+    changed: tuple[Path, ...] = ()
+    unchanged: tuple[Path, ...] = ()
+    rejected: tuple[str, ...] = ()
+    roots: tuple[Path, ...] = ()
+
+
+def _store_roots(path: Path, data: dict[str, Any], roots: list[Path]) -> None:
+    data.pop("defaultRoot", None)
+    data["defaultRoots"] = [str(root) for root in roots]
+    write_config_file(path, data)
+
+
+def add_roots(config_path: Path, paths: list[str], cwd: Path) -> RootChange:
+    """Add folders (stored as real paths); missing paths and non-directories are rejected."""
+    data = read_config_file(config_path)
+    roots = config_roots(config_path, data)
+    known = {os.path.realpath(root) for root in roots}
+    added: list[Path] = []
+    already: list[Path] = []
+    rejected: list[str] = []
+    for raw in paths:
+        target = Path(os.path.realpath(cwd / Path(raw).expanduser()))
+        if not target.is_dir():
+            rejected.append(raw)
+        elif str(target) in known:
+            already.append(target)
+        else:
+            known.add(str(target))
+            roots.append(target)
+            added.append(target)
+    if added:
+        _store_roots(config_path, data, roots)
+    return RootChange(tuple(added), tuple(already), tuple(rejected), tuple(roots))
+
+
+def _matching_roots(roots: list[Path], target: str, cwd: Path) -> list[Path]:
+    absolute = Path(os.path.abspath(cwd / Path(target).expanduser()))
+    by_path = [
+        root
+        for root in roots
+        if root == absolute or os.path.realpath(root) == os.path.realpath(absolute)
+    ]
+    if by_path or os.sep in target:
+        return by_path
+    return [root for root in roots if root.name == target]
+
+
+def remove_roots(config_path: Path, targets: list[str], cwd: Path) -> RootChange:
+    """Remove folders named by path, real path or folder name.
+
+    A bare name that matches several folders is ambiguous and rejected.
+    """
+    data = read_config_file(config_path)
+    roots = config_roots(config_path, data)
+    removed: list[Path] = []
+    rejected: list[str] = []
+    for target in targets:
+        hits = _matching_roots(roots, target, cwd)
+        if len(hits) != 1 and not (hits and os.sep in target):
+            rejected.append(target)
+            continue
+        for root in hits:
+            roots.remove(root)
+            removed.append(root)
+    if removed:
+        _store_roots(config_path, data, roots)
+    return RootChange(tuple(removed), (), tuple(rejected), tuple(roots))

@@ -1,0 +1,317 @@
+"""Incremental indexing of one folder: list → read → extract → chunk → embed → write.
+
+A file whose mtime and size are unchanged is skipped without being read. A changed mtime with the
+same sha256 only updates the stored mtime. Otherwise the file's row and chunks are replaced in one
+transaction. Files that became empty, binary, too large or unreadable lose their chunks; files gone
+from disk are pruned. Chunks from many files are embedded together (full batches for many small
+files), and pending work is flushed every ``FLUSH_CHUNKS`` chunks so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from semsearch.chunking import ChunkSettings, chunk_text
+from semsearch.embedder import Embedder
+from semsearch.errors import ExtractError
+from semsearch.extract import Extracted, extract, has_text_bom, page_at
+from semsearch.files import (
+    FileEntry,
+    IgnoreSettings,
+    Listing,
+    is_document,
+    list_files,
+    looks_binary,
+    read_file_bytes,
+)
+from semsearch.store import ChunkRecord, FileState, FileWrite, Store
+
+FLUSH_CHUNKS = 256
+
+Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file or folder that could not be indexed, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """Progress: one file handled (``done`` of ``total`` in the folder)."""
+
+    folder: str
+    rel: str
+    action: Action
+    done: int
+    total: int
+    chunks: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FolderReport:
+    """What one folder's index run did."""
+
+    path: str
+    name: str
+    mode: str
+    indexed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    chunks: int = 0
+    truncated: bool = False
+    failed: bool = False
+    seconds: float = 0.0
+    problems: tuple[Problem, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class _Run:
+    """Mutable counters of a folder run."""
+
+    folder_id: int
+    listing: Listing
+    states: dict[str, FileState]
+    indexed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    done: int = 0
+    processed: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    pending: list[tuple[FileWrite, int]] = field(default_factory=list)
+    pending_chunks: int = 0
+
+
+@dataclass(frozen=True)
+class IndexerSettings:
+    """Knobs of the indexer."""
+
+    ignore: IgnoreSettings = IgnoreSettings()
+    chunking: ChunkSettings = ChunkSettings()
+    max_text_size: int = 500_000
+
+
+class Indexer:
+    """Indexes folders into a store with an embedder."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: IndexerSettings,
+        on_event: Callable[[FileEvent], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._settings = settings
+        self._on_event = on_event or (lambda event: None)
+        self._model_checked = False
+
+    def index_folder(
+        self, root: Path, *, force: bool = False, max_files: int | None = None
+    ) -> FolderReport:
+        """Bring the index in line with one folder; ``max_files`` caps files (re)processed."""
+        started = time.monotonic()
+        listing = list_files(root, self._settings.ignore)
+        name = root.name or str(root)
+        if any(problem.rel == "." for problem in listing.errors):
+            reasons = "; ".join(p.reason for p in listing.errors if p.rel == ".")
+            return FolderReport(
+                str(root),
+                name,
+                listing.mode,
+                failed=True,
+                problems=(Problem(str(root), reasons),),
+                seconds=_since(started),
+            )
+        folder_id = self._store.ensure_folder(str(root), name)
+        run = _Run(folder_id, listing, self._store.file_states(folder_id))
+        run.problems.extend(Problem(str(root / p.rel), p.reason) for p in listing.errors)
+        truncated = self._process(run, name, force, max_files)
+        self._flush(run, name)
+        deleted = self._prune(run, name)
+        if not truncated:
+            self._store.mark_indexed(run.folder_id)
+        return FolderReport(
+            path=str(root),
+            name=name,
+            mode=listing.mode,
+            indexed=run.indexed,
+            unchanged=run.unchanged,
+            skipped=run.skipped,
+            deleted=deleted,
+            chunks=run.chunks,
+            truncated=truncated,
+            seconds=_since(started),
+            problems=tuple(run.problems),
+            warnings=listing.warnings,
+        )
+
+    def _process(self, run: _Run, name: str, force: bool, max_files: int | None) -> bool:
+        total = len(run.listing.files)
+        for entry in run.listing.files:
+            state = run.states.get(entry.rel)
+            if not force and _is_fresh(state, entry):
+                run.unchanged += 1
+                run.done += 1
+                self._emit(name, entry.rel, "unchanged", run, total)
+                continue
+            if max_files is not None and run.processed >= max_files:
+                return True
+            run.processed += 1
+            self._prepare(run, entry, state, force, name)
+            run.done += 1
+            if run.pending_chunks >= FLUSH_CHUNKS:
+                self._flush(run, name)
+        return False
+
+    def _prepare(
+        self, run: _Run, entry: FileEntry, state: FileState | None, force: bool, name: str
+    ) -> None:
+        total = len(run.listing.files)
+        try:
+            data = read_file_bytes(entry, self._settings.ignore)
+        except (OSError, ExtractError) as exc:
+            self._record(run, entry, "error", None, str(exc), name)
+            return
+        digest = hashlib.sha256(data).hexdigest()
+        if not force and state is not None and state.sha256 == digest and state.status == "ok":
+            self._store.touch_file(state.id, entry.mtime_ns)
+            run.unchanged += 1
+            self._emit(name, entry.rel, "touched", run, total)
+            return
+        kind = "document" if is_document(entry.rel) else "text"
+        if kind == "text" and not has_text_bom(data[:4]) and looks_binary(data[:4096]):
+            self._record(run, entry, "binary", digest, "binary content", name)
+            return
+        try:
+            extracted = extract(entry.rel, data)
+        except ExtractError as exc:
+            self._record(run, entry, "error", digest, str(exc), name)
+            return
+        self._chunk(run, entry, digest, extracted, name)
+
+    def _chunk(
+        self, run: _Run, entry: FileEntry, digest: str, extracted: Extracted, name: str
+    ) -> None:
+        if len(extracted.text) > self._settings.max_text_size:
+            size = len(extracted.text)
+            self._record(run, entry, "too_large", digest, f"{size:,} characters of text", name)
+            return
+        chunks = chunk_text(extracted.text, self._embedder, self._settings.chunking)
+        if not chunks:
+            self._record(run, entry, "empty", digest, "no text", name)
+            return
+        records = tuple(
+            ChunkRecord(
+                c.start_line,
+                c.end_line,
+                c.start_offset,
+                c.end_offset,
+                page_at(extracted.pages, c.start_offset),
+                c.text,
+            )
+            for c in chunks
+        )
+        write = FileWrite(
+            run.folder_id,
+            entry.rel,
+            entry.mtime_ns,
+            entry.size,
+            digest,
+            "ok",
+            extracted.kind,
+            records,
+        )
+        run.pending.append((write, run.done))
+        run.pending_chunks += len(records)
+
+    def _record(
+        self, run: _Run, entry: FileEntry, status: str, digest: str | None, reason: str, name: str
+    ) -> None:
+        """Remember a file that yields no chunks (its old chunks go)."""
+        write = FileWrite(run.folder_id, entry.rel, entry.mtime_ns, entry.size, digest, status, "")
+        run.pending.append((write, run.done))
+        if status == "error":
+            run.problems.append(Problem(str(entry.path), reason))
+        else:
+            run.skipped += 1
+        action: Action = "error" if status == "error" else "skipped"
+        self._emit(name, entry.rel, action, run, len(run.listing.files), f"{status}: {reason}")
+
+    def _flush(self, run: _Run, name: str) -> None:
+        if not run.pending:
+            return
+        writes = [write for write, _ in run.pending]
+        texts = [chunk.text for write in writes for chunk in write.chunks]
+        if texts:
+            self._check_model()
+            vectors = self._embedder.embed(texts)
+            self._store.set_model(self._embedder.model_id, int(vectors.shape[1]))
+            writes, start = list(writes), 0
+            for position, write in enumerate(writes):
+                count = len(write.chunks)
+                if count:
+                    writes[position] = replace(write, vectors=vectors[start : start + count])
+                    start += count
+        self._store.write_files(writes)
+        for write in writes:
+            if write.chunks:
+                run.indexed += 1
+                run.chunks += len(write.chunks)
+                self._emit(
+                    name,
+                    write.rel,
+                    "indexed",
+                    run,
+                    len(run.listing.files),
+                    f"{len(write.chunks)} chunks",
+                )
+        run.pending.clear()
+        run.pending_chunks = 0
+
+    def _check_model(self) -> None:
+        if self._model_checked:
+            return
+        stored = self._store.model()
+        if stored is not None:
+            self._store.set_model(self._embedder.model_id, stored[1])
+        self._model_checked = True
+
+    def _prune(self, run: _Run, name: str) -> int:
+        listed = {entry.rel for entry in run.listing.files}
+        blocked = tuple(p.rel.rstrip("/") + "/" for p in run.listing.errors)
+        gone = [rel for rel in run.states if rel not in listed and not rel.startswith(blocked)]
+        for rel in gone:
+            self._emit(name, rel, "deleted", run, len(run.listing.files))
+        return self._store.delete_files(run.folder_id, gone)
+
+    def _emit(
+        self, name: str, rel: str, action: Action, run: _Run, total: int, detail: str = ""
+    ) -> None:
+        self._on_event(FileEvent(name, rel, action, run.done, total, run.chunks, detail))
+
+
+def _is_fresh(state: FileState | None, entry: FileEntry) -> bool:
+    return (
+        state is not None
+        and state.status != "error"
+        and state.mtime_ns == entry.mtime_ns
+        and state.size == entry.size
+    )
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)

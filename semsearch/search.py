@@ -1,0 +1,256 @@
+"""Hybrid retrieval: a numpy cosine arm and an FTS5 BM25 arm fused by Reciprocal Rank Fusion.
+
+Scores: in ``hybrid`` and ``bm25`` modes a hit's score is its RRF sum divided by the best sum
+possible (a chunk ranked first by every arm scores 1.0), so scores are on one scale whichever
+arms matched. In ``vector`` mode the score is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pathspec
+
+from semsearch.embedder import Embedder
+from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
+
+Mode = Literal["hybrid", "vector", "bm25"]
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a chunk of a file, with where it came from and why it ranked."""
+
+    path: str
+    folder: str
+    folder_path: str
+    rel: str
+    start_line: int
+    end_line: int
+    page: int | None
+    score: float
+    text: str
+    vector_rank: int | None = None
+    lexical_rank: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape shared by the CLI and the MCP server."""
+        return {
+            "filePath": self.path,
+            "folder": self.folder,
+            "relPath": self.rel,
+            "startLine": self.start_line,
+            "endLine": self.end_line,
+            "page": self.page,
+            "score": round(self.score, 6),
+            "vectorRank": self.vector_rank,
+            "bm25Rank": self.lexical_rank,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What to search for and where."""
+
+    k: int = 5
+    folder: str | None = None
+    glob: str | None = None
+    mode: Mode = "hybrid"
+    rrf_k: int = 60
+
+
+class VectorCache:
+    """The index's vectors in memory, refreshed incrementally when the index changes."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.file_ids = np.zeros(0, dtype=np.int64)
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.refs: dict[int, FileRef] = {}
+
+    def refresh(self, store: Store) -> None:
+        """Reload only what changed since the last refresh (chunk ids are never reused)."""
+        generation = store.generation()
+        if generation == self.generation:
+            return
+        current = store.chunk_ids()
+        keep = np.isin(self.ids, current, assume_unique=True)
+        newest = int(self.ids[-1]) if len(self.ids) else 0
+        ids, file_ids, matrix = store.vectors(newest)
+        if len(self.ids) and keep.all() and not len(ids):
+            self.generation = generation
+            self.refs = {ref.id: ref for ref in store.file_refs()}
+            return
+        old = self.matrix[keep] if len(self.ids) else np.zeros((0, matrix.shape[1]), np.float32)
+        self.ids = np.concatenate([self.ids[keep], ids])
+        self.file_ids = np.concatenate([self.file_ids[keep], file_ids])
+        self.matrix = np.ascontiguousarray(np.concatenate([old, matrix]) if len(old) else matrix)
+        self.refs = {ref.id: ref for ref in store.file_refs()}
+        self.generation = generation
+
+    def top(
+        self, query: np.ndarray[Any, Any], pool: int, allowed: np.ndarray[Any, Any] | None
+    ) -> list[int]:
+        """Chunk ids of the ``pool`` nearest vectors (cosine), among allowed files."""
+        if not len(self.ids):
+            return []
+        scores = self.matrix @ query.astype(np.float32)
+        if allowed is not None:
+            scores = np.where(np.isin(self.file_ids, allowed), scores, -np.inf)
+        pool = min(pool, len(scores))
+        best = np.argpartition(-scores, pool - 1)[:pool]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        best = best[np.isfinite(scores[best])]
+        return [int(i) for i in self.ids[best]]
+
+    def cosine(self, query: np.ndarray[Any, Any], chunk_ids: Sequence[int]) -> dict[int, float]:
+        """Cosine of the query against given chunks."""
+        rows = np.searchsorted(self.ids, np.asarray(chunk_ids, dtype=np.int64))
+        return {cid: float(self.matrix[row] @ query) for cid, row in zip(chunk_ids, rows)}
+
+
+def fts_query(query: str) -> str:
+    """An FTS5 expression: each whitespace-separated word quoted, joined with OR.
+
+    Quoting makes any user text safe (``foo AND (bar``, ``"``) and turns identifiers such as
+    ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts.
+    """
+    words: list[str] = []
+    for word in query.split():
+        if re.search(r"\w", word) and word not in words:
+            words.append(word)
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
+    """Reciprocal Rank Fusion: each list adds 1 / (rrf_k + rank), rank from 1."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, chunk_id in enumerate(ranking, start=1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
+    return fused
+
+
+def allowed_files(
+    refs: dict[int, FileRef], folder: str | None, glob: str | None
+) -> np.ndarray[Any, Any] | None:
+    """File ids passing the folder and glob filters, or None when there is no filter."""
+    if folder is None and glob is None:
+        return None
+    chosen = list(refs.values())
+    if folder is not None:
+        chosen = [r for r in chosen if folder in (r.folder_name, r.folder_path)]
+        if not chosen:
+            names = sorted({r.folder_name for r in refs.values()})
+            raise UsageError(
+                f"No indexed folder named {folder!r}. Indexed folders: {', '.join(names) or 'none'}."
+            )
+    if glob is not None:
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines([glob])
+        except ValueError as exc:
+            raise UsageError(f"Invalid glob {glob!r}: {exc}") from exc
+        chosen = [r for r in chosen if spec.match_file(r.rel)]
+    return np.fromiter((r.id for r in chosen), dtype=np.int64, count=len(chosen))
+
+
+def check_model(store: Store, embedder: Embedder, index_path: str) -> None:
+    """Refuse to compare a query vector with vectors from another model."""
+    stored = store.model()
+    if stored is not None and stored[0] != embedder.model_id:
+        raise ModelMismatchError(model_mismatch_message(index_path, stored[0], embedder.model_id))  # type: ignore[arg-type]
+
+
+def search(
+    store: Store, embedder: Embedder, cache: VectorCache, query: str, options: SearchOptions
+) -> list[Hit]:
+    """Rank the index's chunks for a query (see the module docstring for scores)."""
+    if not query.strip():
+        raise UsageError("The query is empty. Give some words to search for.")
+    if options.k < 1:
+        raise UsageError(f"k must be at least 1, got {options.k}.")
+    if options.mode not in MODES:
+        raise UsageError(f"Unknown mode {options.mode!r}: use one of {', '.join(MODES)}.")
+    cache.refresh(store)
+    allowed = allowed_files(cache.refs, options.folder, options.glob)
+    if allowed is not None and not len(allowed):
+        return []
+    pool = max(options.k * 5, 50)
+    vector_ranking: list[int] = []
+    lexical_ranking: list[int] = []
+    query_vector = None
+    if options.mode != "bm25" and len(cache.ids):
+        check_model(store, embedder, str(getattr(store, "path", "")))
+        query_vector = embedder.embed([query])[0]
+        vector_ranking = cache.top(query_vector, pool, allowed)
+    if options.mode != "vector":
+        expression = fts_query(query)
+        if expression:
+            ids = None if allowed is None else [int(i) for i in allowed]
+            lexical_ranking = store.lexical(expression, pool, ids)
+    return _assemble(store, cache, options, vector_ranking, lexical_ranking, query_vector)
+
+
+def _assemble(
+    store: Store,
+    cache: VectorCache,
+    options: SearchOptions,
+    vector_ranking: list[int],
+    lexical_ranking: list[int],
+    query_vector: np.ndarray[Any, Any] | None,
+) -> list[Hit]:
+    if options.mode == "vector":
+        assert query_vector is not None or not vector_ranking
+        scores = cache.cosine(query_vector, vector_ranking) if vector_ranking else {}
+    else:
+        arms = [vector_ranking, lexical_ranking] if options.mode == "hybrid" else [lexical_ranking]
+        best_possible = len(arms) / (options.rrf_k + 1)
+        scores = {cid: s / best_possible for cid, s in rrf(arms, options.rrf_k).items()}
+    order = sorted(scores, key=lambda cid: -scores[cid])
+    vector_rank = {cid: rank for rank, cid in enumerate(vector_ranking, start=1)}
+    lexical_rank = {cid: rank for rank, cid in enumerate(lexical_ranking, start=1)}
+    hits: list[Hit] = []
+    for row in store.chunks(order[: options.k * 4]):
+        if len(hits) == options.k:
+            break
+        if _overlaps(row, hits):
+            continue
+        hits.append(_hit(row, scores[row.id], vector_rank.get(row.id), lexical_rank.get(row.id)))
+    return hits
+
+
+def _overlaps(row: ChunkRow, hits: list[Hit]) -> bool:
+    """True when at least half of the chunk's lines are already shown by a better hit."""
+    span = row.end_line - row.start_line + 1
+    for hit in hits:
+        if hit.folder_path != row.folder_path or hit.rel != row.rel or hit.page != row.page:
+            continue
+        shared = min(hit.end_line, row.end_line) - max(hit.start_line, row.start_line) + 1
+        if shared * 2 >= span:
+            return True
+    return False
+
+
+def _hit(row: ChunkRow, score: float, vector_rank: int | None, lexical_rank: int | None) -> Hit:
+    path = row.folder_path.rstrip("/") + "/" + row.rel
+    return Hit(
+        path=path,
+        folder=row.folder_name,
+        folder_path=row.folder_path,
+        rel=row.rel,
+        start_line=row.start_line,
+        end_line=row.end_line,
+        page=row.page,
+        score=score,
+        text=row.text,
+        vector_rank=vector_rank,
+        lexical_rank=lexical_rank,
+    )

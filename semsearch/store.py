@@ -1,0 +1,505 @@
+"""The index: one SQLite file. This module is the only one that writes SQL.
+
+On-disk format (schema version 1)::
+
+    meta(key TEXT PRIMARY KEY, value TEXT)
+        schema_version, model_id, dim, generation (bumped by every write), chunking
+    folders(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, last_indexed REAL)
+        path: absolute path of the folder on the machine that indexed it
+    files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
+          mtime_ns INTEGER, size INTEGER, sha256 TEXT, status TEXT, kind TEXT,
+          UNIQUE(folder_id, rel))
+        rel: POSIX path relative to the folder, so a copied index still searches;
+        status: ok | empty | binary | too_large | error (files without chunks are remembered so
+        an unchanged one is not re-read)
+    chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
+           start_line INTEGER, end_line INTEGER, start_offset INTEGER, end_offset INTEGER,
+           page INTEGER NULL, text TEXT, vector BLOB)
+        text: a verbatim slice of the extracted text; offsets are str (code point) indices;
+        lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised.
+        Chunk ids are never reused, so a reader can refresh only what changed.
+    chunks_fts: FTS5 over chunks.text (external content, kept in step by triggers),
+        tokenizer `porter unicode61 remove_diacritics 2`.
+
+WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
+serialise on an advisory lock file next to the database (`<index>.lock`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE folders(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, name TEXT NOT NULL, last_indexed REAL);
+    CREATE TABLE files(
+        id INTEGER PRIMARY KEY,
+        folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+        rel TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT,
+        status TEXT NOT NULL, kind TEXT, UNIQUE(folder_id, rel));
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
+        text TEXT NOT NULL, vector BLOB NOT NULL);
+    CREATE INDEX chunks_file ON chunks(file_id);
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, content='chunks', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2');
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    """,
+)
+
+
+@dataclass(frozen=True)
+class Folder:
+    """An indexed folder and its counts."""
+
+    id: int
+    path: str
+    name: str
+    last_indexed: float | None
+    files: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the index remembers about one file."""
+
+    id: int
+    rel: str
+    mtime_ns: int
+    size: int
+    sha256: str | None
+    status: str
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk to write (its vector travels separately, as a matrix row)."""
+
+    start_line: int
+    end_line: int
+    start_offset: int
+    end_offset: int
+    page: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """Replace one file's row and chunks. ``chunks`` is empty for non-ok statuses."""
+
+    folder_id: int
+    rel: str
+    mtime_ns: int
+    size: int
+    sha256: str | None
+    status: str
+    kind: str
+    chunks: tuple[ChunkRecord, ...] = ()
+    vectors: np.ndarray[Any, np.dtype[np.float32]] | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A stored chunk with its file and folder, as search returns it."""
+
+    id: int
+    file_id: int
+    folder_path: str
+    folder_name: str
+    rel: str
+    kind: str
+    start_line: int
+    end_line: int
+    page: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file's id, folder and relative path (the search filter works on these)."""
+
+    id: int
+    folder_id: int
+    folder_name: str
+    folder_path: str
+    rel: str
+
+
+class Store(Protocol):
+    """What the indexer and search need from an index backend."""
+
+    def generation(self) -> int: ...
+    def model(self) -> tuple[str, int] | None: ...
+    def set_model(self, model_id: str, dim: int) -> None: ...
+    def ensure_folder(self, path: str, name: str) -> int: ...
+    def folders(self) -> list[Folder]: ...
+    def file_states(self, folder_id: int) -> dict[str, FileState]: ...
+    def file_refs(self) -> list[FileRef]: ...
+    def write_files(self, writes: Sequence[FileWrite]) -> None: ...
+    def touch_file(self, file_id: int, mtime_ns: int) -> None: ...
+    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int: ...
+    def remove_folder(self, path: str) -> int: ...
+    def mark_indexed(self, folder_id: int) -> None: ...
+    def clear_chunks(self) -> None: ...
+    def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]: ...
+    def vectors(
+        self, min_id: int
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]: ...
+    def lexical(self, match: str, limit: int, file_ids: Sequence[int] | None) -> list[int]: ...
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]: ...
+    def close(self) -> None: ...
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class SqliteStore:
+    """The single-file SQLite index (see the module docstring for the format)."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.exists():
+            raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
+        try:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = _connect(path)
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"Index {self.path} has schema version {version}; this semsearch knows "
+                f"{SCHEMA_VERSION}. Upgrade semsearch."
+            )
+        if version == SCHEMA_VERSION:
+            return
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        with self._write():
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version, SCHEMA_VERSION):
+                for statement in _split_sql(MIGRATIONS[number]):
+                    self._conn.execute(statement)
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._set_meta("schema_version", str(SCHEMA_VERSION))
+            self._set_meta("generation", "0")
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction that bumps the generation counter."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"Cannot write index {self.path}: {exc}") from exc
+        try:
+            yield self._conn
+            self._conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+            )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def meta(self, key: str) -> str | None:
+        """One meta value, or None."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set one meta value."""
+        with self._write():
+            self._set_meta(key, value)
+
+    def generation(self) -> int:
+        """Counter bumped by every committed write; readers compare it to refresh caches."""
+        return int(self.meta("generation") or 0)
+
+    def model(self) -> tuple[str, int] | None:
+        """The (model id, dimension) the stored vectors were made with, if any."""
+        model_id, dim = self.meta("model_id"), self.meta("dim")
+        return None if model_id is None or dim is None else (model_id, int(dim))
+
+    def set_model(self, model_id: str, dim: int) -> None:
+        """Record the model; refuses to switch while chunks exist."""
+        current = self.model()
+        if current == (model_id, dim):
+            return
+        if current is not None and self.chunk_count() > 0:
+            raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
+        with self._write():
+            self._set_meta("model_id", model_id)
+            self._set_meta("dim", str(dim))
+
+    def chunk_count(self) -> int:
+        """Number of stored chunks."""
+        return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def ensure_folder(self, path: str, name: str) -> int:
+        """The folder's id, creating its row if needed."""
+        row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        with self._write() as conn:
+            cursor = conn.execute("INSERT INTO folders(path, name) VALUES (?, ?)", (path, name))
+            return int(cursor.lastrowid or 0)
+
+    def folders(self) -> list[Folder]:
+        """Every folder in the index with file and chunk counts."""
+        rows = self._conn.execute(
+            "SELECT f.id, f.path, f.name, f.last_indexed,"
+            " (SELECT count(*) FROM files WHERE folder_id = f.id AND status = 'ok'),"
+            " (SELECT count(*) FROM chunks c JOIN files x ON x.id = c.file_id"
+            "   WHERE x.folder_id = f.id)"
+            " FROM folders f ORDER BY f.path"
+        ).fetchall()
+        return [Folder(*row) for row in rows]
+
+    def file_states(self, folder_id: int) -> dict[str, FileState]:
+        """rel → state for every file remembered under a folder."""
+        rows = self._conn.execute(
+            "SELECT id, rel, mtime_ns, size, sha256, status FROM files WHERE folder_id = ?",
+            (folder_id,),
+        )
+        return {row[1]: FileState(*row) for row in rows}
+
+    def file_refs(self) -> list[FileRef]:
+        """Every file that has chunks, with its folder."""
+        rows = self._conn.execute(
+            "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
+            " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
+        )
+        return [FileRef(*row) for row in rows]
+
+    def write_files(self, writes: Sequence[FileWrite]) -> None:
+        """Replace the rows and chunks of several files in one transaction."""
+        if not writes:
+            return
+        with self._write() as conn:
+            for write in writes:
+                self._write_file(conn, write)
+
+    def _write_file(self, conn: sqlite3.Connection, write: FileWrite) -> None:
+        conn.execute(
+            "DELETE FROM files WHERE folder_id = ? AND rel = ?", (write.folder_id, write.rel)
+        )
+        cursor = conn.execute(
+            "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                write.folder_id,
+                write.rel,
+                write.mtime_ns,
+                write.size,
+                write.sha256,
+                write.status,
+                write.kind,
+            ),
+        )
+        file_id = cursor.lastrowid
+        if not write.chunks:
+            return
+        assert write.vectors is not None and len(write.vectors) == len(write.chunks)
+        blobs = np.ascontiguousarray(write.vectors, dtype="<f4")
+        conn.executemany(
+            "INSERT INTO chunks(file_id, ord, start_line, end_line, start_offset, end_offset,"
+            " page, text, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    file_id,
+                    ordinal,
+                    c.start_line,
+                    c.end_line,
+                    c.start_offset,
+                    c.end_offset,
+                    c.page,
+                    c.text,
+                    blobs[ordinal].tobytes(),
+                )
+                for ordinal, c in enumerate(write.chunks)
+            ],
+        )
+
+    def touch_file(self, file_id: int, mtime_ns: int) -> None:
+        """Record a new mtime for a file whose content hash did not change."""
+        with self._write() as conn:
+            conn.execute("UPDATE files SET mtime_ns = ? WHERE id = ?", (mtime_ns, file_id))
+
+    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int:
+        """Forget files (and their chunks) under a folder; returns how many were indexed."""
+        rels = list(rels)
+        if not rels:
+            return 0
+        with self._write() as conn:
+            conn.executemany(
+                "DELETE FROM files WHERE folder_id = ? AND rel = ?", [(folder_id, r) for r in rels]
+            )
+        return len(rels)
+
+    def remove_folder(self, path: str) -> int:
+        """Purge a folder and everything under it; returns the number of files purged."""
+        row = self._conn.execute(
+            "SELECT id, (SELECT count(*) FROM files WHERE folder_id = folders.id AND status='ok')"
+            " FROM folders WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if row is None:
+            return 0
+        with self._write() as conn:
+            conn.execute("DELETE FROM folders WHERE id = ?", (row[0],))
+        return int(row[1])
+
+    def mark_indexed(self, folder_id: int) -> None:
+        """Stamp the folder with the time of its last complete index run."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE folders SET last_indexed = ? WHERE id = ?", (time.time(), folder_id)
+            )
+
+    def clear_chunks(self) -> None:
+        """Drop every file and chunk (a rebuild with another model), keeping folders."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM files")
+            conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
+
+    def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """All chunk ids, ascending."""
+        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vectors(
+        self, min_id: int = 0
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        rows = self._conn.execute(
+            "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
+        ).fetchall()
+        dim = int(self.meta("dim") or 0)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
+        return ids, file_ids, matrix.astype(np.float32, copy=False)
+
+    def lexical(self, match: str, limit: int, file_ids: Sequence[int] | None = None) -> list[int]:
+        """Chunk ids matching an FTS5 expression, best BM25 first, optionally within files."""
+        if file_ids is None:
+            rows = self._conn.execute(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                (match, limit),
+            )
+            return [r[0] for r in rows]
+        self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
+        self._conn.execute("DELETE FROM temp.allowed")
+        self._conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
+        rows = self._conn.execute(
+            "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
+            " ORDER BY rank LIMIT ?",
+            (match, limit),
+        )
+        return [r[0] for r in rows]
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._conn.execute(
+            "SELECT c.id, c.file_id, f.path, f.name, x.rel, x.kind, c.start_line, c.end_line,"
+            " c.page, c.text FROM chunks c JOIN files x ON x.id = c.file_id"
+            f" JOIN folders f ON f.id = x.folder_id WHERE c.id IN ({marks})",
+            list(ids),
+        ).fetchall()
+        by_id = {row[0]: ChunkRow(*row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN … END)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.strip().splitlines():
+        buffer += line + "\n"
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements
+
+
+def model_mismatch_message(path: Path, stored: str, current: str) -> str:
+    """The message for an index built with another model."""
+    return (
+        f"The index {path} was built with model {stored}, but the configured model is {current}. "
+        "Rebuild it with `semsearch index --force`, or point --index at another file."
+    )
+
+
+@contextlib.contextmanager
+def write_lock(index_path: Path, wait_seconds: float) -> Iterator[None]:
+    """Hold the advisory writer lock `<index>.lock`, waiting up to ``wait_seconds`` for it."""
+    index_path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = index_path.with_name(index_path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        f"Another `semsearch index` is writing {index_path}. "
+                        "Wait for it to finish, then run this again."
+                    ) from None
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,55 @@
+"""Shared fixtures: every test runs with its own HOME, XDG dirs and no SS_* variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from semsearch.config import Settings, load_settings
+from semsearch.embedder import HashEmbedder
+from semsearch.index import Index
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME and the XDG folders into tmp_path; drop any SS_* setting."""
+    for name in list(os.environ):
+        if name.startswith("SS_") or name.startswith("XDG_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    return home
+
+
+@pytest.fixture
+def settings(isolated_env: Path) -> Settings:
+    """Settings loaded from the isolated environment."""
+    return load_settings(os.environ)
+
+
+@pytest.fixture
+def hash_index(settings: Settings) -> Iterator[Index]:
+    """An Index with the fast hashed bag-of-words embedder."""
+    index = Index(settings, embedder=HashEmbedder())
+    yield index
+    index.close()
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Create files (text or bytes) under root; returns root."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root

@@ -210,21 +210,10 @@ class Indexer:
             size = len(extracted.text)
             self._record(run, entry, "too_large", digest, f"{size:,} characters of text", name)
             return
-        chunks = chunk_text(extracted.text, self._embedder, self._settings.chunking)
-        if not chunks:
+        records = self._records(extracted)
+        if not records:
             self._record(run, entry, "empty", digest, "no text", name)
             return
-        records = tuple(
-            ChunkRecord(
-                c.start_line,
-                c.end_line,
-                c.start_offset,
-                c.end_offset,
-                page_at(extracted.pages, c.start_offset),
-                c.text,
-            )
-            for c in chunks
-        )
         write = FileWrite(
             run.folder_id,
             entry.rel,
@@ -237,6 +226,27 @@ class Indexer:
         )
         run.pending.append((write, run.done))
         run.pending_chunks += len(records)
+
+    def _records(self, extracted: Extracted) -> tuple[ChunkRecord, ...]:
+        """Chunk the text; a paged document is chunked page by page so each chunk has one page."""
+        text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
+        if not extracted.pages:
+            bounds = [0, len(text)]
+        records: list[ChunkRecord] = []
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            line_shift = text.count("\n", 0, start)
+            for c in chunk_text(text[start:end], self._embedder, self._settings.chunking):
+                records.append(
+                    ChunkRecord(
+                        c.start_line + line_shift,
+                        c.end_line + line_shift,
+                        c.start_offset + start,
+                        c.end_offset + start,
+                        page_at(extracted.pages, c.start_offset + start),
+                        c.text,
+                    )
+                )
+        return tuple(records)
 
     def _record(
         self, run: _Run, entry: FileEntry, status: str, digest: str | None, reason: str, name: str

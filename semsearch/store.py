@@ -417,7 +417,7 @@ class SqliteStore:
         rows = self._conn.execute(
             "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
         ).fetchall()
-        dim = int(self.meta("dim") or 0)
+        dim = len(rows[0][2]) // 4 if rows else int(self.meta("dim") or 0)
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)

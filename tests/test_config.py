@@ -1,0 +1,133 @@
+"""Settings precedence, validation messages, and add/remove of folders."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from semsearch.config import add_roots, load_settings, remove_roots
+from semsearch.errors import ConfigError
+
+
+def write_config(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+    return path
+
+
+def test_defaults_use_xdg_locations(isolated_env: Path) -> None:
+    settings = load_settings(os.environ)
+    assert settings.config_path == isolated_env / ".config" / "semsearch" / "config.json"
+    assert settings.index_path == isolated_env / ".local" / "share" / "semsearch" / "index.db"
+    assert (settings.roots, settings.top_k, settings.hybrid, settings.rrf_k) == ((), 5, True, 60)
+    assert (settings.target_tokens, settings.overlap_tokens, settings.hard_token_limit) == (
+        200,
+        35,
+        254,
+    )
+    assert not settings.config_exists
+
+
+def test_home_fallback_without_xdg(isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.delenv("XDG_DATA_HOME")
+    settings = load_settings(os.environ)
+    assert settings.config_path == isolated_env / ".config" / "semsearch" / "config.json"
+    assert settings.index_path == isolated_env / ".local/share/semsearch/index.db"
+
+
+@pytest.mark.parametrize(
+    ("env", "flag", "expected"),
+    [
+        ({"SS_INDEX_DIR": "/srv/idx"}, None, "/srv/idx/index.db"),
+        ({"SS_INDEX_PATH": "/srv/a.db", "SS_INDEX_DIR": "/srv/idx"}, None, "/srv/a.db"),
+        ({"SS_INDEX_PATH": "/srv/a.db"}, "/tmp/flag.db", "/tmp/flag.db"),
+        ({"XDG_DATA_HOME": "/data"}, None, "/data/semsearch/index.db"),
+    ],
+)
+def test_index_path_precedence(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], flag: str | None, expected: str
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert load_settings(os.environ, flag).index_path == Path(expected)
+
+
+def test_config_file_values_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_config(
+        tmp_path / "c" / "config.json",
+        {
+            "defaultRoots": ["./docs", "../sibling"],
+            "defaultTopK": 9,
+            "hybridSearch": False,
+            "chunk": {"targetTokens": 150},
+            "indexDir": "idx",
+            "unknownKey": [1, 2],
+        },
+    )
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    settings = load_settings(os.environ)
+    assert settings.roots == (tmp_path / "c" / "docs", tmp_path / "sibling")
+    assert (settings.top_k, settings.hybrid, settings.target_tokens) == (9, False, 150)
+    assert settings.overlap_tokens == 35
+    assert settings.index_path == tmp_path / "c" / "idx" / "index.db"
+    assert settings.global_ignore_file == tmp_path / "c" / ".indexignore"
+    monkeypatch.setenv("SS_MODEL_DIR", str(tmp_path / "model"))
+    assert load_settings(os.environ).model_dir == tmp_path / "model"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"defaultTopK": 5,\n  "hybridSearch": tru}', ":2:19: invalid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ({"defaultTopK": "five"}, "`defaultTopK` must be an integer"),
+        ({"defaultTopK": 0}, "`defaultTopK` must be between 1 and 1000"),
+        ({"defaultTopK": True}, "`defaultTopK` must be an integer"),
+        ({"hybridSearch": "yes"}, "`hybridSearch` must be true/false"),
+        ({"defaultRoots": "/srv"}, "`defaultRoots` must be a list of strings"),
+        ({"defaultRoots": [1]}, "`defaultRoots` must be a list of strings"),
+        ({"chunk": {"hardTokenLimit": 300}}, "`chunk.hardTokenLimit` must be between 16 and 254"),
+        ({"chunk": {"overlapTokens": 200}}, "`chunk.overlapTokens` must be between 0 and 199"),
+        ({"maxFileSizeBytes": -1}, "`maxFileSizeBytes` must be >= 1"),
+        ({"storeBackend": "lancedb"}, "supports only 'sqlite'"),
+    ],
+)
+def test_bad_config_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: object, message: str
+) -> None:
+    config = write_config(tmp_path / "config.json", content)
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    with pytest.raises(ConfigError) as caught:
+        load_settings(os.environ)
+    assert message in str(caught.value)
+    assert str(config) in str(caught.value)
+
+
+def test_add_stores_real_paths_once_and_keeps_other_keys(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.json", {"defaultTopK": 9, "defaultRoot": "/legacy"})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    (tmp_path / "file.txt").write_text("x")
+    change = add_roots(config, ["a", "link", "a", "file.txt", "missing"], tmp_path)
+    assert change.changed == (tmp_path / "a",)
+    assert change.unchanged == (tmp_path / "a", tmp_path / "a")
+    assert change.rejected == ("file.txt", "missing")
+    data = json.loads(config.read_text())
+    assert data == {"defaultTopK": 9, "defaultRoots": ["/legacy", str(tmp_path / "a")]}
+
+
+def test_remove_by_name_path_and_ambiguous_name(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    for folder in ("x/src", "y/src", "docs"):
+        (tmp_path / folder).mkdir(parents=True)
+    add_roots(config, ["x/src", "y/src", "docs"], tmp_path)
+    change = remove_roots(config, ["src", "docs", "nope"], tmp_path)
+    assert change.changed == (tmp_path / "docs",)
+    assert change.rejected == ("src", "nope")
+    change = remove_roots(config, [str(tmp_path / "y/src")], tmp_path)
+    assert change.changed == (tmp_path / "y" / "src",)
+    assert json.loads(config.read_text())["defaultRoots"] == [str(tmp_path / "x" / "src")]

@@ -1,0 +1,424 @@
+"""Tests for semsearch.files: discovery in git and walk mode, ignore rules, safe reading."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from semsearch.errors import ExtractError
+from semsearch.files import (
+    BINARY_EXTENSIONS,
+    FileEntry,
+    IgnoreSettings,
+    Listing,
+    Skip,
+    is_document,
+    list_files,
+    looks_binary,
+    read_file_bytes,
+)
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(autouse=True)
+def _isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the developer's git config and repository environment out of the tests."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CEILING_DIRECTORIES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """An empty folder of the test's own (conftest puts a HOME folder in tmp_path)."""
+    path = tmp_path / "folder"
+    path.mkdir()
+    return path
+
+
+def git(cwd: Path, *args: str) -> None:
+    """Run git in ``cwd`` the same way on any machine (identity and branch given here)."""
+    identity = ["-c", "user.name=Test", "-c", "user.email=test@example.com"]
+    options = [*identity, "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", *options, *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_tree(root: Path, files: dict[str, str]) -> Path:
+    """Create ``files`` (rel -> content) under ``root``."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    return root
+
+
+def make_repo(root: Path, committed: dict[str, str], untracked: dict[str, str]) -> Path:
+    """A git repository with ``committed`` files in one commit plus ``untracked`` files."""
+    make_tree(root, committed)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return make_tree(root, untracked)
+
+
+def rels(listing: Listing) -> list[str]:
+    return [entry.rel for entry in listing.files]
+
+
+def test_walk_mode_applies_default_patterns(folder: Path) -> None:
+    make_tree(
+        folder,
+        {
+            "README.md": "r",
+            "src/app.py": "a",
+            "src/build/gen.py": "g",
+            "node_modules/pkg/index.js": "n",
+            "vendor/lib/x.go": "v",
+            "pkg/__pycache__/m.pyc.txt": "c",
+            "lib.egg-info/PKG-INFO": "p",
+            ".DS_Store": "d",
+            ".github/workflows/ci.yml": "ci",
+        },
+    )
+    listing = list_files(folder)
+    assert listing.mode == "walk"
+    assert rels(listing) == [".github/workflows/ci.yml", "README.md", "src/app.py"]
+    assert Skip("node_modules/", "ignored by default pattern") in listing.skipped
+    assert Skip(".DS_Store", "ignored by default pattern") in listing.skipped
+    assert (listing.errors, listing.warnings) == ((), ())
+
+
+def test_walk_mode_file_entries(folder: Path) -> None:
+    make_tree(folder, {"a/b.txt": "hello"})
+    (entry,) = list_files(folder / "a" / "..").files
+    stat = (folder / "a" / "b.txt").stat()
+    assert entry == FileEntry("a/b.txt", folder.resolve() / "a" / "b.txt", 5, stat.st_mtime_ns)
+
+
+def test_git_dir_never_listed_even_without_defaults(folder: Path) -> None:
+    make_tree(folder, {".git/HEAD.txt": "x", "keep.txt": "k", "build/out.txt": "b"})
+    listing = list_files(folder, IgnoreSettings(default_ignore_patterns=()))
+    assert (listing.mode, rels(listing), listing.skipped) == (
+        "walk",
+        ["build/out.txt", "keep.txt"],
+        (),
+    )
+    if shutil.which("git"):  # a .git that git rejects is worth a warning
+        (warning,) = listing.warnings
+        assert "not a git repository" in warning
+
+
+@needs_git
+def test_git_mode_honours_gitignore_rules(folder: Path) -> None:
+    committed = {
+        ".gitignore": "*.log\n!keep.log\nsecret/\n",
+        "src/.gitignore": "local.txt\n",
+        "build/x.sh": "echo build",
+        "vendor/lib/x.go": "package lib",
+        "src/main.py": "main",
+    }
+    untracked = {
+        "new.md": "untracked, not ignored",
+        "node_modules/pkg/index.js": "git decides, not the walk defaults",
+        "debug.log": "ignored",
+        "keep.log": "negated",
+        "secret/s.md": "ignored dir",
+        "src/local.txt": "nested gitignore",
+        "src/other.txt": "kept",
+    }
+    listing = list_files(make_repo(folder, committed, untracked))
+    assert listing.mode == "git"
+    assert rels(listing) == [
+        ".gitignore",
+        "build/x.sh",
+        "keep.log",
+        "new.md",
+        "node_modules/pkg/index.js",
+        "src/.gitignore",
+        "src/main.py",
+        "src/other.txt",
+        "vendor/lib/x.go",
+    ]
+    assert (listing.skipped, listing.errors, listing.warnings) == ((), (), ())
+
+
+@needs_git
+def test_git_mode_lists_subfolder_relative_to_it(folder: Path) -> None:
+    make_repo(folder, {"docs/a.md": "a", "docs/sub/b.md": "b", "top.md": "t"}, {})
+    listing = list_files(folder / "docs")
+    assert (listing.mode, rels(listing)) == ("git", ["a.md", "sub/b.md"])
+    assert listing.files[0].path == folder.resolve() / "docs" / "a.md"
+
+
+@needs_git
+def test_git_mode_drops_deleted_tracked_files(folder: Path) -> None:
+    make_repo(folder, {"gone.md": "g", "here.md": "h"}, {})
+    (folder / "gone.md").unlink()
+    listing = list_files(folder)
+    assert (rels(listing), listing.skipped, listing.errors) == (["here.md"], (), ())
+
+
+@needs_git
+def test_git_mode_lists_nested_repository(folder: Path) -> None:
+    make_repo(folder, {"outer.md": "o"}, {})
+    make_repo(folder / "nested", {"inner.md": "i", ".gitignore": "*.tmp\n"}, {"x.tmp": "t"})
+    listing = list_files(folder)
+    assert rels(listing) == ["nested/.gitignore", "nested/inner.md", "outer.md"]
+
+
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_indexignore_applies_on_top(folder: Path, use_git: bool) -> None:
+    files = {
+        ".indexignore": "drafts/\n*.tmp\n!keep.tmp\n",
+        "notes.md": "n",
+        "drafts/d.md": "d",
+        "a.tmp": "t",
+        "keep.tmp": "k",
+    }
+    make_repo(folder, files, {}) if use_git else make_tree(folder, files)
+    listing = list_files(folder)
+    assert listing.mode == ("git" if use_git else "walk")
+    assert rels(listing) == [".indexignore", "keep.tmp", "notes.md"]
+    drafts = "drafts/d.md" if use_git else "drafts/"
+    reason = "ignored by .indexignore"
+    assert listing.skipped == (Skip("a.tmp", reason), Skip(drafts, reason))
+
+
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_global_ignore_file_layers_under_root_file(folder: Path, use_git: bool) -> None:
+    global_file = folder / "config" / ".indexignore"
+    make_tree(folder, {"config/.indexignore": "*.secret\n*.md\n"})
+    root = folder / "corpus"
+    files = {
+        ".indexignore": "!keep.md\n",
+        "a.secret": "s",
+        "b.md": "b",
+        "keep.md": "k",
+        "c.txt": "",
+    }
+    make_repo(root, files, {}) if use_git else make_tree(root, files)
+    listing = list_files(root, IgnoreSettings(global_ignore_file=global_file))
+    assert rels(listing) == [".indexignore", "c.txt", "keep.md"]
+    reason = f"ignored by {global_file}"
+    assert listing.skipped == (Skip("a.secret", reason), Skip("b.md", reason))
+
+
+def test_indexignore_can_reinclude_a_default_pattern(folder: Path) -> None:
+    make_tree(folder, {".indexignore": "!build/\n", "build/x.sh": "b", "dist/y.js": "d"})
+    assert rels(list_files(folder)) == [".indexignore", "build/x.sh"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs byte file names")
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_non_utf8_file_name_is_skipped(folder: Path, use_git: bool) -> None:
+    make_repo(folder, {"ok.md": "o"}, {}) if use_git else make_tree(folder, {"ok.md": "o"})
+    (Path(os.fsdecode(os.fsencode(folder) + b"/bad\xff.md"))).write_text("x")
+    listing = list_files(folder)
+    assert rels(listing) == ["ok.md"]
+    assert listing.skipped == (Skip("bad\udcff.md", "file name is not valid UTF-8"),)
+
+
+def test_missing_global_ignore_file_is_fine(folder: Path) -> None:
+    make_tree(folder, {"a.md": "a"})
+    listing = list_files(folder, IgnoreSettings(global_ignore_file=folder / "nope"))
+    assert (rels(listing), listing.warnings) == (["a.md"], ())
+
+
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_binary_extension_and_size_caps(folder: Path, use_git: bool) -> None:
+    files = {
+        "logo.png": "x",
+        "LOGO.PNG": "x",
+        "archive.tar.gz": "x",
+        "small.txt": "12345",
+        "big.txt": "x" * 20,
+        "report.pdf": "x" * 20,
+        "letter.DOCX": "x" * 20,
+        "huge.pdf": "x" * 200,
+    }
+    make_repo(folder, files, {}) if use_git else make_tree(folder, files)
+    settings = IgnoreSettings(max_file_size=10, max_document_size=100)
+    listing = list_files(folder, settings)
+    assert rels(listing) == ["letter.DOCX", "report.pdf", "small.txt"]
+    assert listing.skipped == (
+        Skip("LOGO.PNG", "binary extension"),
+        Skip("archive.tar.gz", "binary extension"),
+        Skip("big.txt", "too large (20 bytes > 10)"),
+        Skip("huge.pdf", "too large (200 bytes > 100)"),
+        Skip("logo.png", "binary extension"),
+    )
+
+
+def test_size_reason_uses_thousands_separators(folder: Path) -> None:
+    make_tree(folder, {"big.txt": "x" * 612_000})
+    assert list_files(folder).skipped == (Skip("big.txt", "too large (612,000 bytes > 500,000)"),)
+
+
+def test_binary_extensions_table() -> None:
+    assert ".pdf" not in BINARY_EXTENSIONS and ".docx" not in BINARY_EXTENSIONS
+    assert {".png", ".dsym", ".sqlite", ".ico"} <= BINARY_EXTENSIONS
+    assert {".framework", ".xcarchive", ".dSYM"}.isdisjoint(BINARY_EXTENSIONS)
+    assert all(ext == ext.lower() and ext.startswith(".") for ext in BINARY_EXTENSIONS)
+
+
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_symlinks_are_never_listed(folder: Path, use_git: bool) -> None:
+    outside = make_tree(folder / "outside", {"secret.md": "s"})
+    root = folder / "root"
+    make_repo(root, {"real.md": "r"}, {}) if use_git else make_tree(root, {"real.md": "r"})
+    (root / "link.md").symlink_to(root / "real.md")
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    listing = list_files(root)
+    assert rels(listing) == ["real.md"]
+    assert listing.skipped == (Skip("link.md", "symlink"), Skip("linkdir", "symlink"))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_fifo_is_never_listed(folder: Path, use_git: bool) -> None:
+    make_repo(folder, {"a.md": "a"}, {}) if use_git else make_tree(folder, {"a.md": "a"})
+    os.mkfifo(folder / "pipe.txt")
+    listing = list_files(folder)
+    assert rels(listing) == ["a.md"]
+    if not use_git:  # git does not list special files at all
+        assert listing.skipped == (Skip("pipe.txt", "not a regular file"),)
+
+
+@pytest.fixture
+def alarm() -> Iterator[None]:
+    """Fail instead of hanging forever if a read blocks."""
+    if not hasattr(signal, "SIGALRM"):
+        pytest.skip("needs SIGALRM")
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError("blocked")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(5)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def entry_for(path: Path, rel: str) -> FileEntry:
+    return FileEntry(rel, path, 0, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_read_file_bytes_refuses_fifo_promptly(folder: Path, alarm: None) -> None:
+    os.mkfifo(folder / "pipe.txt")
+    with pytest.raises(ExtractError, match=r"pipe\.txt: not a regular file"):
+        read_file_bytes(entry_for(folder / "pipe.txt", "pipe.txt"))
+
+
+def test_read_file_bytes_refuses_symlink(folder: Path) -> None:
+    make_tree(folder, {"real.md": "r"})
+    (folder / "link.md").symlink_to(folder / "real.md")
+    with pytest.raises(ExtractError, match=r"link\.md: is a symlink"):
+        read_file_bytes(entry_for(folder / "link.md", "link.md"))
+
+
+def test_read_file_bytes_reads_within_cap(folder: Path) -> None:
+    make_tree(folder, {"a.txt": "0123456789", "doc.pdf": "0123456789" * 3})
+    settings = IgnoreSettings(max_file_size=10, max_document_size=30)
+    assert read_file_bytes(entry_for(folder / "a.txt", "a.txt"), settings) == b"0123456789"
+    assert len(read_file_bytes(entry_for(folder / "doc.pdf", "doc.pdf"), settings)) == 30
+
+
+def test_read_file_bytes_refuses_file_that_grew(folder: Path) -> None:
+    make_tree(folder, {"a.txt": "x" * 11})
+    with pytest.raises(ExtractError, match=r"a\.txt: too large \(11 bytes > 10\)"):
+        read_file_bytes(entry_for(folder / "a.txt", "a.txt"), IgnoreSettings(max_file_size=10))
+
+
+def test_read_file_bytes_missing_file_raises_oserror(folder: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_file_bytes(entry_for(folder / "gone.txt", "gone.txt"))
+
+
+@pytest.mark.skipif(is_root, reason="root can read a chmod 000 directory")
+def test_unreadable_subdirectory_is_recorded_and_rest_listed(folder: Path) -> None:
+    make_tree(folder, {"ok.md": "o", "locked/x.md": "x", "z/last.md": "l"})
+    (folder / "locked").chmod(0)
+    try:
+        listing = list_files(folder)
+    finally:
+        (folder / "locked").chmod(0o755)
+    assert rels(listing) == ["ok.md", "z/last.md"]
+    assert listing.errors == (Skip("locked/", "permission denied"),)
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda root: root / "missing", "folder not found"),
+        (lambda root: make_tree(root, {"f.txt": "x"}) / "f.txt", "not a directory"),
+        (lambda root: make_tree(root, {"f.txt": "x"}) / "f.txt" / "below", "not a directory"),
+    ],
+)
+def test_bad_root_is_reported_not_raised(folder: Path, make: object, reason: str) -> None:
+    assert callable(make)
+    listing = list_files(make(folder))
+    assert (listing.files, listing.errors) == ((), (Skip(".", reason),))
+
+
+@needs_git
+def test_root_ignored_by_enclosing_repo_falls_back_to_walk(folder: Path) -> None:
+    make_repo(folder, {".gitignore": "/*\n!.gitignore\n"}, {"notes/a.md": "a"})
+    listing = list_files(folder / "notes")
+    assert (listing.mode, rels(listing)) == ("walk", ["a.md"])
+    (warning,) = listing.warnings
+    assert "ignored by the enclosing git repository" in warning
+
+
+@needs_git
+@pytest.mark.skipif(not is_root, reason="needs root to give the repository another owner")
+def test_dubious_ownership_falls_back_to_walk(folder: Path) -> None:
+    make_repo(folder, {"a.md": "a"}, {})
+    os.chown(folder, 65534, 65534)
+    listing = list_files(folder)
+    assert (listing.mode, rels(listing)) == ("walk", ["a.md"])
+    (warning,) = listing.warnings
+    assert "dubious ownership" in warning
+
+
+@needs_git
+def test_missing_git_falls_back_to_walk(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_repo(folder / "repo", {"a.md": "a", ".gitignore": "*.log\n"}, {"b.log": "b"})
+    monkeypatch.setenv("PATH", str(folder / "no-bin"))
+    listing = list_files(folder / "repo")
+    assert (listing.mode, rels(listing)) == ("walk", [".gitignore", "a.md", "b.log"])
+    (warning,) = listing.warnings
+    assert "git is not installed" in warning
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"", False),
+        (b"plain text\n", False),
+        ("ünïcödé".encode(), False),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", True),
+        (b"x" * 4095 + b"\x00", True),
+        (b"x" * 4096 + b"\x00", False),  # only the first 4096 bytes are sniffed
+    ],
+)
+def test_looks_binary(head: bytes, expected: bool) -> None:
+    assert looks_binary(head) is expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("a.pdf", True), ("A.PDF", True), ("b.docx", True), ("c.doc", False), ("pdf", False)],
+)
+def test_is_document(name: str, expected: bool) -> None:
+    assert is_document(name) is expected

@@ -23,7 +23,7 @@ from typing import Any
 from semsearch.chunking import ChunkSettings
 from semsearch.config import Settings
 from semsearch.embedder import Embedder, OnnxEmbedder
-from semsearch.errors import UsageError
+from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.files import (
     BINARY_EXTENSIONS,
     DEFAULT_IGNORE_PATTERNS,
@@ -33,7 +33,7 @@ from semsearch.files import (
 )
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.search import Hit, Mode, SearchOptions, VectorCache, search
-from semsearch.store import Folder, SqliteStore, write_lock
+from semsearch.store import Folder, SqliteStore, model_mismatch_message, write_lock
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,8 @@ class Index:
             self._store = SqliteStore(self.settings.index_path, create=create)
         return self._store
 
-    def _roots(self, roots: Sequence[Path] | None) -> list[Path]:
-        chosen = list(self.settings.roots if roots is None else roots)
+    def _roots(self, roots: Sequence[str | Path] | None) -> list[Path]:
+        chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
         if not chosen:
             raise UsageError(
                 "No folders configured. Add one with `semsearch add PATH`, "
@@ -156,13 +156,13 @@ class Index:
             )
         return chosen
 
-    def plan(self, roots: Sequence[Path] | None = None) -> list[Listing]:
+    def plan(self, roots: Sequence[str | Path] | None = None) -> list[Listing]:
         """What an index run would read (``index --dry-run``); loads no model."""
         return [list_files(root, ignore_settings(self.settings)) for root in self._roots(roots)]
 
     def update(
         self,
-        roots: Sequence[Path] | None = None,
+        roots: Sequence[str | Path] | None = None,
         *,
         force: bool = False,
         max_files: int | None = None,
@@ -177,7 +177,11 @@ class Index:
         with write_lock(self.settings.index_path, wait_seconds):
             store = self._open(create=True)
             stored = store.model()
-            if force and stored is not None and stored[0] != self.embedder.model_id:
+            if stored is not None and stored[0] != self.embedder.model_id:
+                if not force:
+                    raise ModelMismatchError(
+                        model_mismatch_message(store.path, stored[0], self.embedder.model_id)
+                    )
                 store.clear_chunks()
             indexer = Indexer(store, self.embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []

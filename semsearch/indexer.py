@@ -117,7 +117,6 @@ class Indexer:
         self._embedder = embedder
         self._settings = settings
         self._on_event = on_event or (lambda event: None)
-        self._model_checked = False
 
     def index_folder(
         self, root: Path, *, force: bool = False, max_files: int | None = None
@@ -267,7 +266,6 @@ class Indexer:
         writes = [write for write, _ in run.pending]
         texts = [chunk.text for write in writes for chunk in write.chunks]
         if texts:
-            self._check_model()
             vectors = self._embedder.embed(texts)
             self._store.set_model(self._embedder.model_id, int(vectors.shape[1]))
             writes, start = list(writes), 0
@@ -291,14 +289,6 @@ class Indexer:
                 )
         run.pending.clear()
         run.pending_chunks = 0
-
-    def _check_model(self) -> None:
-        if self._model_checked:
-            return
-        stored = self._store.model()
-        if stored is not None:
-            self._store.set_model(self._embedder.model_id, stored[1])
-        self._model_checked = True
 
     def _prune(self, run: _Run, name: str) -> int:
         listed = {entry.rel for entry in run.listing.files}

@@ -473,7 +473,7 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
-def model_mismatch_message(path: Path, stored: str, current: str) -> str:
+def model_mismatch_message(path: object, stored: str, current: str) -> str:
     """The message for an index built with another model."""
     return (
         f"The index {path} was built with model {stored}, but the configured model is {current}. "

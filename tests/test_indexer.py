@@ -1,0 +1,224 @@
+"""Incremental indexing with the hashed embedder: what is re-read, re-embedded, kept or purged."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from semsearch.config import Settings
+from semsearch.embedder import FloatMatrix, HashEmbedder
+from semsearch.index import Index
+from semsearch.indexer import FileEvent
+from tests.conftest import write_tree
+from tests.docgen import write_docx
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hashed embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        self.embedded += len(texts)
+        return super().embed(texts)
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def index(settings: Settings, embedder: CountingEmbedder) -> Index:
+    return Index(settings, embedder=embedder)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return write_tree(
+        tmp_path / "notes",
+        {
+            "a.md": "# Alpha\n\nalpha apples and avocados\n",
+            "b.md": "# Beta\n\nbeta bananas and blueberries\n",
+            "sub/c.txt": "gamma grapes\n",
+        },
+    )
+
+
+def rels(index: Index, query: str) -> list[str]:
+    return [hit.rel for hit in index.search(query, k=10)]
+
+
+def bump_mtime(path: Path) -> None:
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+
+
+def test_second_run_reads_and_embeds_nothing(index: Index, folder: Path, embedder: CountingEmbedder) -> None:
+    first = index.update([folder]).folders[0]
+    assert (first.indexed, first.chunks) == (3, 3)
+    embedded = embedder.embedded
+    second = index.update([folder]).folders[0]
+    assert (second.indexed, second.unchanged, second.chunks) == (0, 3, 0)
+    assert embedder.embedded == embedded
+
+
+def test_touch_without_change_updates_mtime_only(index: Index, folder: Path, embedder: CountingEmbedder) -> None:
+    index.update([folder])
+    embedded = embedder.embedded
+    bump_mtime(folder / "a.md")
+    events: list[FileEvent] = []
+    report = index.update([folder], on_event=events.append).folders[0]
+    assert [e.action for e in events if e.rel == "a.md"] == ["touched"]
+    assert embedder.embedded == embedded and report.indexed == 0
+    events.clear()
+    index.update([folder], on_event=events.append)
+    assert [e.action for e in events if e.rel == "a.md"] == ["unchanged"]
+
+
+def test_changed_file_is_replaced(index: Index, folder: Path) -> None:
+    index.update([folder])
+    (folder / "a.md").write_text("# Alpha\n\nalpha apricots only\n")
+    bump_mtime(folder / "a.md")
+    assert index.update([folder]).folders[0].indexed == 1
+    texts = [hit.text for hit in index.search("alpha", k=10) if hit.rel == "a.md"]
+    assert texts == ["# Alpha\n\nalpha apricots only"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [(b"", "empty"), (b"   \n\n  ", "empty"), (b"bin\x00ary", "binary"), (b"x" * 600_000, "too large")],
+)
+def test_file_that_turns_unusable_loses_its_chunks(
+    index: Index, folder: Path, content: bytes, status: str
+) -> None:
+    index.update([folder])
+    assert "b.md" in rels(index, "bananas blueberries")
+    (folder / "b.md").write_bytes(content)
+    bump_mtime(folder / "b.md")
+    index.update([folder])
+    assert "b.md" not in rels(index, "bananas blueberries")
+
+
+def test_deleted_file_is_pruned_only_in_its_folder(index: Index, folder: Path, tmp_path: Path) -> None:
+    other = write_tree(tmp_path / "other", {"a.md": "alpha in the other folder\n"})
+    index.update([folder, other])
+    (folder / "a.md").unlink()
+    report = index.update([folder]).folders[0]
+    assert report.deleted == 1
+    hits = [(h.folder, h.rel) for h in index.search("alpha", k=10)]
+    assert ("other", "a.md") in hits
+    assert ("notes", "a.md") not in hits
+
+
+def test_missing_folder_is_reported_and_the_rest_indexed(index: Index, folder: Path, tmp_path: Path) -> None:
+    report = index.update([tmp_path / "gone", folder])
+    assert report.failed
+    assert report.folders[0].failed and "not found" in report.folders[0].problems[0].reason
+    assert report.folders[1].indexed == 3
+
+
+def test_malformed_document_is_reported_once_and_the_rest_indexed(index: Index, folder: Path) -> None:
+    (folder / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    write_docx(folder / "ok.docx", ["Quarterly figures for the orchard"])
+    report = index.update([folder])
+    assert [p.path for p in report.folders[0].problems] == [str(folder / "broken.docx")]
+    assert report.folders[0].indexed == 4
+    assert "ok.docx" in rels(index, "orchard figures")
+
+
+def test_max_files_truncates_and_next_run_resumes(index: Index, folder: Path) -> None:
+    first = index.update([folder], max_files=2).folders[0]
+    assert (first.indexed, first.truncated) == (2, True)
+    second = index.update([folder]).folders[0]
+    assert (second.indexed, second.unchanged, second.truncated) == (1, 2, False)
+
+
+def test_force_re_embeds_everything(index: Index, folder: Path, embedder: CountingEmbedder) -> None:
+    index.update([folder])
+    before = embedder.embedded
+    assert index.update([folder], force=True).folders[0].indexed == 3
+    assert embedder.embedded == before + 3
+
+
+def test_another_model_is_refused_until_force(settings: Settings, folder: Path) -> None:
+    Index(settings, embedder=HashEmbedder(64)).update([folder])
+    other = Index(settings, embedder=HashEmbedder(32))
+    with pytest.raises(Exception, match="--force"):
+        other.update([folder])
+    with pytest.raises(Exception, match="--force"):
+        other.search("alpha")
+    assert other.update([folder], force=True).folders[0].indexed == 3
+    assert other.search("alpha apples")[0].rel == "a.md"
+
+
+def test_many_small_files_share_embedding_batches(settings: Settings, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    class Recording(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> FloatMatrix:
+            calls.append(len(texts))
+            return super().embed(texts)
+
+    root = write_tree(tmp_path / "many", {f"f{i:03}.md": f"note number {i}\n" for i in range(300)})
+    Index(settings, embedder=Recording()).update([root])
+    assert sum(calls) == 300 and len(calls) <= 2
+
+
+KILL_SCRIPT = """
+import os, sys
+from semsearch.config import load_settings
+from semsearch.embedder import HashEmbedder
+from semsearch.index import Index
+index = Index(load_settings(os.environ), embedder=HashEmbedder())
+def on_event(event):
+    if event.action == "indexed":
+        print("progress", flush=True)
+index.update([sys.argv[1]], on_event=on_event)
+print("finished", flush=True)
+"""
+
+
+def test_kill_9_mid_run_leaves_a_consistent_index_and_the_next_run_resumes(
+    settings: Settings, tmp_path: Path
+) -> None:
+    files = {f"d{i // 100}/f{i:04}.md": f"document {i} " + "lorem ipsum " * 400 for i in range(1500)}
+    root = write_tree(tmp_path / "big", files)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(root)], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "progress"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    conn = sqlite3.connect(settings.index_path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+    done = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    conn.close()
+    assert 0 < done < 1500
+    report = Index(settings, embedder=HashEmbedder()).update([root]).folders[0]
+    assert (report.unchanged, report.indexed) == (done, 1500 - done)
+
+
+def test_concurrent_runs_wait_for_each_other(settings: Settings, folder: Path) -> None:
+    from semsearch.store import write_lock
+
+    index = Index(settings, embedder=HashEmbedder())
+    with write_lock(settings.index_path, 0):
+        started = time.monotonic()
+        with pytest.raises(Exception, match="Another `semsearch index` is writing"):
+            index.update([folder], wait_seconds=0.5)
+        assert time.monotonic() - started >= 0.5
+    assert index.update([folder]).folders[0].indexed == 3

@@ -1,0 +1,115 @@
+"""Ranking: FTS5 escaping, RRF, filters before top-k, deduplication of overlapping chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from semsearch.errors import UsageError
+from semsearch.index import Index
+from semsearch.search import fts_query, rrf
+from tests.conftest import write_tree
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("retry logic", '"retry" OR "logic"'),
+        ("foo AND (bar", '"foo" OR "AND" OR "(bar"'),
+        ('say "hi"', '"say" OR """hi"""'),
+        ("ERR_ZORBLATT_7741", '"ERR_ZORBLATT_7741"'),
+        ("* - ( )", ""),
+        ("dup dup", '"dup"'),
+    ],
+)
+def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
+    assert fts_query(query) == expected
+
+
+def test_rrf_sums_reciprocal_ranks() -> None:
+    fused = rrf([[1, 2], [2, 3]], 60)
+    assert fused == pytest.approx({1: 1 / 61, 2: 1 / 62 + 1 / 61, 3: 1 / 62})
+
+
+@pytest.fixture
+def two_folders(tmp_path: Path, hash_index: Index) -> Index:
+    a = write_tree(
+        tmp_path / "alpha",
+        {
+            "src/retry.py": "def retry_payment():\n    backoff with jitter\n",
+            "docs/notes.md": "retry notes and backoff advice\n",
+        },
+    )
+    b = write_tree(
+        tmp_path / "beta",
+        {f"f{i}.md": f"retry backoff retry backoff copy {i}\n" for i in range(30)},
+    )
+    hash_index.update([a, b])
+    return hash_index
+
+
+def test_folder_filter_applies_before_top_k(two_folders: Index) -> None:
+    hits = two_folders.search("retry backoff", k=2, folder="alpha")
+    assert {h.rel for h in hits} == {"src/retry.py", "docs/notes.md"}
+    assert all(h.folder == "alpha" for h in hits)
+
+
+def test_glob_filter_applies_before_top_k(two_folders: Index) -> None:
+    hits = two_folders.search("retry backoff", k=3, glob="*.py")
+    assert [h.rel for h in hits] == ["src/retry.py"]
+
+
+def test_unknown_folder_names_the_known_ones(two_folders: Index) -> None:
+    with pytest.raises(UsageError, match="Indexed folders: alpha, beta"):
+        two_folders.search("retry", folder="gamma")
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
+def test_every_mode_finds_an_exact_identifier(two_folders: Index, mode: str) -> None:
+    hits = two_folders.search("retry_payment", k=1, mode=mode)  # type: ignore[arg-type]
+    assert hits[0].rel == "src/retry.py"
+
+
+def test_hybrid_scores_are_on_one_scale(two_folders: Index) -> None:
+    lexical_hit = two_folders.search("retry_payment", k=1)[0]
+    assert 0 < lexical_hit.score <= 1
+    assert lexical_hit.vector_rank == 1 and lexical_hit.lexical_rank == 1
+    assert lexical_hit.score == pytest.approx(1.0)
+    no_word_matches = two_folders.search("zzzz qqqq", k=1)[0]
+    assert no_word_matches.lexical_rank is None
+    assert no_word_matches.score == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.mark.parametrize("bad", ["", "   "])
+def test_empty_query_is_a_usage_error(two_folders: Index, bad: str) -> None:
+    with pytest.raises(UsageError, match="query is empty"):
+        two_folders.search(bad)
+
+
+def test_k_below_one_is_a_usage_error(two_folders: Index) -> None:
+    with pytest.raises(UsageError, match="k must be at least 1"):
+        two_folders.search("retry", k=0)
+
+
+def test_overlapping_chunks_of_one_file_are_deduplicated(tmp_path: Path, hash_index: Index) -> None:
+    paragraphs = "\n\n".join(f"needle paragraph {i} " + "word " * 60 for i in range(12))
+    root = write_tree(tmp_path / "long", {"long.md": paragraphs})
+    hash_index.update([root])
+    hits = hash_index.search("needle paragraph", k=20)
+    assert len(hits) > 1
+    for i, first in enumerate(hits):
+        for second in hits[i + 1 :]:
+            shared = min(first.end_line, second.end_line) - max(first.start_line, second.start_line) + 1
+            assert shared * 2 < second.end_line - second.start_line + 1
+
+
+def test_search_sees_writes_from_another_index_object(tmp_path: Path, hash_index: Index) -> None:
+    root = write_tree(tmp_path / "live", {"one.md": "first document about otters\n"})
+    hash_index.update([root])
+    assert [h.rel for h in hash_index.search("otters", k=1)] == ["one.md"]
+    (root / "two.md").write_text("second document about beavers\n")
+    writer = Index(hash_index.settings, embedder=hash_index.embedder)
+    writer.update([root])
+    writer.close()
+    assert hash_index.search("beavers", k=1)[0].rel == "two.md"

@@ -14,7 +14,7 @@ $(BIN)/semsearch: pyproject.toml
 install: $(BIN)/semsearch
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: install
 	$(BIN)/ruff check semsearch tests bench

@@ -1,4 +1,4 @@
-"""The ``semsearch`` command: a thin adapter over :mod:`semsearch.index` and :mod:`semsearch.config`.
+"""The ``semsearch`` command: a thin adapter over :mod:`semsearch.index` and :mod:`.config`.
 
 Exit codes: 0 success, 1 failure, 2 usage error. Results go to stdout; progress, warnings and
 errors to stderr.
@@ -80,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         settings = load_settings(os.environ, args.index)
-        return COMMANDS[args.command](args, settings)
+        code: int = COMMANDS[args.command](args, settings)
+        return code
     except UsageError as exc:
         print(f"semsearch: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -229,14 +230,14 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
             json.dumps(
                 [
                     {
-                        "root": str(l.root),
-                        "mode": l.mode,
-                        "files": [{"path": f.rel, "size": f.size} for f in l.files],
+                        "root": str(plan.root),
+                        "mode": plan.mode,
+                        "files": [{"path": f.rel, "size": f.size} for f in plan.files],
                         "skipped": [
-                            {"path": s.rel, "reason": s.reason} for s in l.skipped + l.errors
+                            {"path": s.rel, "reason": s.reason} for s in plan.skipped + plan.errors
                         ],
                     }
-                    for l in listings
+                    for plan in listings
                 ],
                 indent=2,
             )
@@ -255,7 +256,7 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
             f"  {len(listing.files)} files, {total:,} bytes would be indexed; "
             f"{len(listing.skipped) + len(listing.errors)} skipped"
         )
-    return EXIT_FAIL if any(l.errors for l in listings) else EXIT_OK
+    return EXIT_FAIL if any(plan.errors for plan in listings) else EXIT_OK
 
 
 def _print_report(report: IndexReport) -> None:

@@ -10,6 +10,7 @@ files), and pending work is flushed every ``FLUSH_CHUNKS`` chunks so memory stay
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -98,8 +99,8 @@ class _Run:
 class IndexerSettings:
     """Knobs of the indexer."""
 
-    ignore: IgnoreSettings = IgnoreSettings()
-    chunking: ChunkSettings = ChunkSettings()
+    ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
     max_text_size: int = 500_000
 
 
@@ -232,7 +233,7 @@ class Indexer:
         if not extracted.pages:
             bounds = [0, len(text)]
         records: list[ChunkRecord] = []
-        for start, end in zip(bounds, bounds[1:], strict=False):
+        for start, end in itertools.pairwise(bounds):
             line_shift = text.count("\n", 0, start)
             for c in chunk_text(text[start:end], self._embedder, self._settings.chunking):
                 records.append(

@@ -114,7 +114,8 @@ class VectorCache:
     def cosine(self, query: np.ndarray[Any, Any], chunk_ids: Sequence[int]) -> dict[int, float]:
         """Cosine of the query against given chunks."""
         rows = np.searchsorted(self.ids, np.asarray(chunk_ids, dtype=np.int64))
-        return {cid: float(self.matrix[row] @ query) for cid, row in zip(chunk_ids, rows)}
+        pairs = zip(chunk_ids, rows, strict=True)
+        return {cid: float(self.matrix[row] @ query) for cid, row in pairs}
 
 
 def fts_query(query: str) -> str:
@@ -151,7 +152,8 @@ def allowed_files(
         if not chosen:
             names = sorted({r.folder_name for r in refs.values()})
             raise UsageError(
-                f"No indexed folder named {folder!r}. Indexed folders: {', '.join(names) or 'none'}."
+                f"No indexed folder named {folder!r}. "
+                f"Indexed folders: {', '.join(names) or 'none'}."
             )
     if glob is not None:
         try:
@@ -166,7 +168,7 @@ def check_model(store: Store, embedder: Embedder, index_path: str) -> None:
     """Refuse to compare a query vector with vectors from another model."""
     stored = store.model()
     if stored is not None and stored[0] != embedder.model_id:
-        raise ModelMismatchError(model_mismatch_message(index_path, stored[0], embedder.model_id))  # type: ignore[arg-type]
+        raise ModelMismatchError(model_mismatch_message(index_path, stored[0], embedder.model_id))
 
 
 def search(
@@ -208,8 +210,9 @@ def _assemble(
     query_vector: np.ndarray[Any, Any] | None,
 ) -> list[Hit]:
     if options.mode == "vector":
-        assert query_vector is not None or not vector_ranking
-        scores = cache.cosine(query_vector, vector_ranking) if vector_ranking else {}
+        scores = {}
+        if query_vector is not None and vector_ranking:
+            scores = cache.cosine(query_vector, vector_ranking)
     else:
         arms = [vector_ranking, lexical_ranking] if options.mode == "hybrid" else [lexical_ranking]
         best_possible = len(arms) / (options.rrf_k + 1)

@@ -51,7 +51,7 @@ def project(tmp_path: Path) -> Path:
 def test_errors_have_exit_codes_and_messages(
     capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
 ) -> None:
-    result, out, err = run(capsys, *argv)
+    result, _, err = run(capsys, *argv)
     assert result == code
     assert message in err
     assert "Traceback" not in err
@@ -135,7 +135,10 @@ print("onnxruntime" in sys.modules, "mcp" in sys.modules)
 
 def test_light_commands_never_load_onnxruntime(project: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", LAZY, str(project)], capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=True,
+        [sys.executable, "-c", LAZY, str(project)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=True,
     )
     assert result.stdout.strip().splitlines()[-1] == "False False"

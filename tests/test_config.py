@@ -56,7 +56,9 @@ def test_index_path_precedence(
     assert load_settings(os.environ, flag).index_path == Path(expected)
 
 
-def test_config_file_values_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_file_values_and_env_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = write_config(
         tmp_path / "c" / "config.json",
         {

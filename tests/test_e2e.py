@@ -47,7 +47,7 @@ CORPUS: dict[str, str | bytes] = {
     "tools/cleanup.py": (
         "import shutil\n\n\n"
         "def remove_stale_builds(root):\n"
-        "    \"\"\"Delete build folders older than a week to free disk space.\"\"\"\n"
+        '    """Delete build folders older than a week to free disk space."""\n'
         "    for child in root.iterdir():\n"
         "        shutil.rmtree(child)\n"
     ),
@@ -63,8 +63,8 @@ CORPUS: dict[str, str | bytes] = {
         "A deploy purges the whole cache.\n"
     ),
     "notes/windows.txt": (
-        "Line one of a Windows file\r\n\r\nThe quarterly budget review happens in March.\r\n"
-    ).encode(),
+        b"Line one of a Windows file\r\n\r\nThe quarterly budget review happens in March.\r\n"
+    ),
     "notes/legacy.txt": "Le café de la gare ouvre à six heures.\n".encode("latin-1"),
     "generated/out.txt": f"generated marker {SECRET}\n",
     "private/secret.md": f"# Private\n\nthe private marker {SECRET}\n",
@@ -90,7 +90,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = write_tree(tmp_path_factory.mktemp("e2e") / "shop", CORPUS)
     write_pdf(
         root / "manual.pdf",
-        ["Installation guide\nUnpack the archive.", "Troubleshooting\nThe printer jams on wet paper."],
+        [
+            "Installation guide\nUnpack the archive.",
+            "Troubleshooting\nThe printer jams on wet paper.",
+        ],
     )
     write_docx(
         root / "minutes.docx",
@@ -110,7 +113,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def search_json(capsys: pytest.CaptureFixture[str], query: str, k: int = 3) -> list[dict[str, object]]:
+def search_json(
+    capsys: pytest.CaptureFixture[str], query: str, k: int = 3
+) -> list[dict[str, object]]:
     """Search through the CLI and parse its JSON."""
     code, out, err = run(capsys, "search", query, "-k", str(k), "--json")
     assert code == 0, err
@@ -160,14 +165,17 @@ def test_pdf_hit_carries_its_page(indexed: Path, capsys: pytest.CaptureFixture[s
     assert (hits[0]["relPath"], hits[0]["page"]) == ("manual.pdf", 2)
 
 
-def test_crlf_and_latin1_text_is_stored_clean(indexed: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_crlf_and_latin1_text_is_stored_clean(
+    indexed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     by_rel = {hit["relPath"]: hit for hit in search_json(capsys, "café budget review", k=10)}
     assert "\r" not in str(by_rel["notes/windows.txt"]["text"])
     assert "café" in str(by_rel["notes/legacy.txt"]["text"])
 
 
 @pytest.mark.parametrize(
-    "query", [SECRET, "generated marker", "private marker", "fake png bytes", "binary content marker"]
+    "query",
+    [SECRET, "generated marker", "private marker", "fake png bytes", "binary content marker"],
 )
 def test_ignored_and_binary_files_never_appear(
     indexed: Path, capsys: pytest.CaptureFixture[str], query: str
@@ -189,14 +197,18 @@ def test_second_index_embeds_nothing(indexed: Path, capsys: pytest.CaptureFixtur
 def test_removing_a_folder_purges_it(
     indexed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    extra = write_tree(tmp_path / "extra", {"plan.md": "The zorblatt migration schedule is final.\n"})
+    extra = write_tree(
+        tmp_path / "extra", {"plan.md": "The zorblatt migration schedule is final.\n"}
+    )
     assert run(capsys, "add", str(extra))[0] == 0
     assert run(capsys, "index")[0] == 0
     assert search_json(capsys, "zorblatt migration schedule", k=1)[0]["relPath"] == "plan.md"
     code, out, _ = run(capsys, "remove", "extra")
     assert code == 0
     assert "purged    1 file" in out
-    assert all(hit["relPath"] != "plan.md" for hit in search_json(capsys, "zorblatt migration", k=10))
+    assert all(
+        hit["relPath"] != "plan.md" for hit in search_json(capsys, "zorblatt migration", k=10)
+    )
 
 
 def test_copied_index_searches_elsewhere(

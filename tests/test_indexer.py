@@ -64,7 +64,9 @@ def bump_mtime(path: Path) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
 
 
-def test_second_run_reads_and_embeds_nothing(index: Index, folder: Path, embedder: CountingEmbedder) -> None:
+def test_second_run_reads_and_embeds_nothing(
+    index: Index, folder: Path, embedder: CountingEmbedder
+) -> None:
     first = index.update([folder]).folders[0]
     assert (first.indexed, first.chunks) == (3, 3)
     embedded = embedder.embedded
@@ -73,7 +75,9 @@ def test_second_run_reads_and_embeds_nothing(index: Index, folder: Path, embedde
     assert embedder.embedded == embedded
 
 
-def test_touch_without_change_updates_mtime_only(index: Index, folder: Path, embedder: CountingEmbedder) -> None:
+def test_touch_without_change_updates_mtime_only(
+    index: Index, folder: Path, embedder: CountingEmbedder
+) -> None:
     index.update([folder])
     embedded = embedder.embedded
     bump_mtime(folder / "a.md")
@@ -97,7 +101,12 @@ def test_changed_file_is_replaced(index: Index, folder: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "status"),
-    [(b"", "empty"), (b"   \n\n  ", "empty"), (b"bin\x00ary", "binary"), (b"x" * 600_000, "too large")],
+    [
+        (b"", "empty"),
+        (b"   \n\n  ", "empty"),
+        (b"bin\x00ary", "binary"),
+        (b"x" * 600_000, "too large"),
+    ],
 )
 def test_file_that_turns_unusable_loses_its_chunks(
     index: Index, folder: Path, content: bytes, status: str
@@ -110,7 +119,9 @@ def test_file_that_turns_unusable_loses_its_chunks(
     assert "b.md" not in rels(index, "bananas blueberries")
 
 
-def test_deleted_file_is_pruned_only_in_its_folder(index: Index, folder: Path, tmp_path: Path) -> None:
+def test_deleted_file_is_pruned_only_in_its_folder(
+    index: Index, folder: Path, tmp_path: Path
+) -> None:
     other = write_tree(tmp_path / "other", {"a.md": "alpha in the other folder\n"})
     index.update([folder, other])
     (folder / "a.md").unlink()
@@ -121,14 +132,18 @@ def test_deleted_file_is_pruned_only_in_its_folder(index: Index, folder: Path, t
     assert ("notes", "a.md") not in hits
 
 
-def test_missing_folder_is_reported_and_the_rest_indexed(index: Index, folder: Path, tmp_path: Path) -> None:
+def test_missing_folder_is_reported_and_the_rest_indexed(
+    index: Index, folder: Path, tmp_path: Path
+) -> None:
     report = index.update([tmp_path / "gone", folder])
     assert report.failed
     assert report.folders[0].failed and "not found" in report.folders[0].problems[0].reason
     assert report.folders[1].indexed == 3
 
 
-def test_malformed_document_is_reported_once_and_the_rest_indexed(index: Index, folder: Path) -> None:
+def test_malformed_document_is_reported_once_and_the_rest_indexed(
+    index: Index, folder: Path
+) -> None:
     (folder / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
     write_docx(folder / "ok.docx", ["Quarterly figures for the orchard"])
     report = index.update([folder])
@@ -192,10 +207,14 @@ print("finished", flush=True)
 def test_kill_9_mid_run_leaves_a_consistent_index_and_the_next_run_resumes(
     settings: Settings, tmp_path: Path
 ) -> None:
-    files = {f"d{i // 100}/f{i:04}.md": f"document {i} " + "lorem ipsum " * 400 for i in range(1500)}
+    files = {
+        f"d{i // 100}/f{i:04}.md": f"document {i} " + "lorem ipsum " * 400 for i in range(1500)
+    }
     root = write_tree(tmp_path / "big", files)
     child = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, str(root)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", KILL_SCRIPT, str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert child.stdout is not None

@@ -100,7 +100,9 @@ def test_overlapping_chunks_of_one_file_are_deduplicated(tmp_path: Path, hash_in
     assert len(hits) > 1
     for i, first in enumerate(hits):
         for second in hits[i + 1 :]:
-            shared = min(first.end_line, second.end_line) - max(first.start_line, second.start_line) + 1
+            shared = (
+                min(first.end_line, second.end_line) - max(first.start_line, second.start_line) + 1
+            )
             assert shared * 2 < second.end_line - second.start_line + 1
 
 

@@ -56,7 +56,7 @@ def test_vectors_are_little_endian_float32_blobs(store: SqliteStore, tmp_path: P
     store.write_files([file_write(folder, "x.md", ["alpha beta"])])
     blob = sqlite3.connect(tmp_path / "index.db").execute("SELECT vector FROM chunks").fetchone()[0]
     assert struct.unpack("<4f", blob) == (1.0, 0.0, 0.0, 0.0)
-    ids, file_ids, matrix = store.vectors(0)
+    _, _, matrix = store.vectors(0)
     assert matrix.dtype == np.float32 and matrix.shape == (1, 4)
 
 
@@ -89,8 +89,17 @@ def test_generation_bumps_on_every_write(store: SqliteStore) -> None:
 
 def test_failed_transaction_leaves_no_trace(store: SqliteStore) -> None:
     folder = store.ensure_folder("/srv/a", "a")
-    broken = FileWrite(folder, "bad.md", 1, 1, "s", "ok", "text", (record("x"), record("y")),
-                       np.zeros((1, 4), np.float32))
+    broken = FileWrite(
+        folder,
+        "bad.md",
+        1,
+        1,
+        "s",
+        "ok",
+        "text",
+        (record("x"), record("y")),
+        np.zeros((1, 4), np.float32),
+    )
     with pytest.raises(AssertionError):
         store.write_files([file_write(folder, "good.md", ["fine"]), broken])
     assert store.file_states(folder) == {}
@@ -124,8 +133,11 @@ def test_lexical_filter_by_files(store: SqliteStore) -> None:
 
 def test_writer_lock_excludes_a_second_writer(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
-    with write_lock(db, 0), pytest.raises(LockedError, match="Another `semsearch index`"):
-        with write_lock(db, 0.3):
-            pass
+    with (
+        write_lock(db, 0),
+        pytest.raises(LockedError, match="Another `semsearch index`"),
+        write_lock(db, 0.3),
+    ):
+        pass
     with write_lock(db, 0):
         pass

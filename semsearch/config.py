@@ -127,7 +127,7 @@ def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
         roots.insert(0, _expect(path, "defaultRoot", legacy, str, "a string"))
     resolved: list[Path] = []
     for entry in roots:
-        root = Path(os.path.abspath(path.parent / Path(entry).expanduser()))
+        root = Path(os.path.realpath(path.parent / Path(entry).expanduser()))
         if root not in resolved:
             resolved.append(root)
     return resolved

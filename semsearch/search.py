@@ -158,7 +158,7 @@ def allowed_files(
     if glob is not None:
         try:
             spec = pathspec.GitIgnoreSpec.from_lines([glob])
-        except ValueError as exc:
+        except (ValueError, re.error) as exc:
             raise UsageError(f"Invalid glob {glob!r}: {exc}") from exc
         chosen = [r for r in chosen if spec.match_file(r.rel)]
     return np.fromiter((r.id for r in chosen), dtype=np.int64, count=len(chosen))

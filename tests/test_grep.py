@@ -1,0 +1,246 @@
+"""Tests for semsearch.grep: exact search over the indexable files, and confined reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from semsearch.errors import ExtractError, PathRefusedError, UsageError
+from semsearch.files import IgnoreSettings, list_files
+from semsearch.grep import (
+    GrepMatch,
+    GrepOptions,
+    Locator,
+    excerpt,
+    grep,
+    read_text,
+    scan,
+)
+from tests.conftest import write_tree
+from tests.docgen import write_pdf
+
+IGNORE = IgnoreSettings()
+
+
+def git(root: Path, *args: str) -> None:
+    """Run git with a throwaway identity."""
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A walk-mode folder with text, an ignored file, a binary file and a too-large file."""
+    return write_tree(
+        tmp_path / "notes",
+        {
+            "a.md": "Alpha line\nthe Needle is here\nneedle again, lower case\n",
+            "src/b.py": "x = 1\nprint('needle in code')\n",
+            "src/c.txt": "a.b literal\naxb not literal\n",
+            "private/secret.md": "needle in a private file\n",
+            ".indexignore": "private/\n",
+            "blob.txt": b"needle before a NUL\x00byte",
+            "image.png": b"needle in a png",
+            "big.txt": "needle " + "x" * 600_000 + "\n",
+        },
+    )
+
+
+def lines_of(matches: list[GrepMatch] | tuple[GrepMatch, ...]) -> list[tuple[str, int]]:
+    return [(m.rel, m.line) for m in matches]
+
+
+def test_literal_search_is_case_insensitive_by_default(folder: Path) -> None:
+    result = grep([folder], GrepOptions("needle"), IGNORE)
+    assert lines_of(result.matches) == [("a.md", 2), ("a.md", 3), ("src/b.py", 2)]
+    assert result.matches[0] == GrepMatch("notes", str(folder), "a.md", 2, "the Needle is here")
+    assert result.matches[0].path == str(folder / "a.md")
+    assert (result.truncated, result.timed_out) == (False, False)
+    assert result.files_searched == 4  # a.md, src/b.py, src/c.txt, .indexignore
+
+
+def test_case_sensitive(folder: Path) -> None:
+    result = grep([folder], GrepOptions("Needle", case_sensitive=True), IGNORE)
+    assert lines_of(result.matches) == [("a.md", 2)]
+
+
+def test_literal_mode_treats_regex_characters_literally(folder: Path) -> None:
+    assert lines_of(grep([folder], GrepOptions("a.b"), IGNORE).matches) == [("src/c.txt", 1)]
+
+
+def test_regex_mode(folder: Path) -> None:
+    result = grep([folder], GrepOptions(r"a.b\s", regex=True), IGNORE)
+    assert lines_of(result.matches) == [("src/c.txt", 1), ("src/c.txt", 2)]
+
+
+@pytest.mark.parametrize(
+    ("glob", "expected"),
+    [
+        ("*.py", [("src/b.py", 2)]),
+        ("*.md", [("a.md", 2), ("a.md", 3)]),
+        ("src/*", [("src/b.py", 2)]),
+        ("*.rs", []),
+    ],
+)
+def test_file_glob(folder: Path, glob: str, expected: list[tuple[str, int]]) -> None:
+    assert lines_of(grep([folder], GrepOptions("needle", file_glob=glob), IGNORE).matches) == (
+        expected
+    )
+
+
+def test_max_results_truncates(folder: Path) -> None:
+    result = grep([folder], GrepOptions("needle", max_results=2), IGNORE)
+    assert lines_of(result.matches) == [("a.md", 2), ("a.md", 3)]
+    assert result.truncated
+
+
+def test_exactly_max_results_is_not_truncated(folder: Path) -> None:
+    result = grep([folder], GrepOptions("needle", max_results=3), IGNORE)
+    assert len(result.matches) == 3
+    assert not result.truncated
+
+
+def test_ignored_binary_and_oversized_files_are_never_searched(folder: Path) -> None:
+    matched = {m.rel for m in scan([folder], GrepOptions("needle"), IGNORE)}
+    assert matched == {"a.md", "src/b.py"}
+
+
+def test_the_size_cap_comes_from_the_settings(folder: Path) -> None:
+    small = IgnoreSettings(max_file_size=30)
+    assert {m.rel for m in grep([folder], GrepOptions("needle"), small).matches} == {"src/b.py"}
+
+
+def test_gitignored_files_are_never_searched(tmp_path: Path) -> None:
+    repo = write_tree(
+        tmp_path / "repo",
+        {".gitignore": ".env\n", ".env": "TOKEN=needle-secret\n", "app.py": "needle = 1\n"},
+    )
+    git(repo, "init", "-q")
+    result = grep([repo], GrepOptions("needle"), IGNORE)
+    assert lines_of(result.matches) == [("app.py", 1)]
+
+
+def test_in_process_scan_matches_the_child(folder: Path) -> None:
+    options = GrepOptions("needle")
+    assert list(scan([folder], options, IGNORE)) == list(grep([folder], options, IGNORE).matches)
+
+
+def test_catastrophic_regex_stops_at_the_deadline(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "r", {"long.txt": "a" * 5000 + "!\n"})
+    started = time.monotonic()
+    result = grep([root], GrepOptions("(a+)+$", regex=True), IGNORE, timeout=1.0)
+    assert time.monotonic() - started < 5
+    assert result.timed_out
+    assert result.matches == ()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (GrepOptions(""), "The pattern is empty"),
+        (GrepOptions("x" * 1001), "longer than 1000"),
+        (GrepOptions("a(", regex=True), "Invalid regular expression"),
+        (GrepOptions("x", max_results=0), "at least 1"),
+        (GrepOptions("x", file_glob="a/**/**/[z-a]"), "Invalid file glob"),
+    ],
+)
+def test_bad_options_raise_usage_errors(folder: Path, options: GrepOptions, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        grep([folder], options, IGNORE)
+
+
+def test_missing_folder_is_a_warning(folder: Path, tmp_path: Path) -> None:
+    result = grep([tmp_path / "gone", folder], GrepOptions("alpha"), IGNORE)
+    assert lines_of(result.matches) == [("a.md", 1)]
+    assert result.warnings == (f"{tmp_path / 'gone'}: folder not found",)
+
+
+def test_pdf_text_is_searched_with_pages(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    write_pdf(root / "manual.pdf", ["Installation\nUnpack it.", "Troubleshooting\nPaper jams."])
+    (match,) = grep([root], GrepOptions("paper jams"), IGNORE).matches
+    assert (match.rel, match.page, match.text) == ("manual.pdf", 2, "Paper jams.")
+
+
+def test_long_lines_show_a_window_around_the_match() -> None:
+    line = "x" * 1000 + "needle" + "y" * 1000
+    shown = excerpt(line, 1000, 1006)
+    assert "needle" in shown
+    assert shown.startswith("…") and shown.endswith("…")
+    assert len(shown) == 242
+    assert excerpt("  short  ", 2, 4) == "short"
+
+
+def test_read_text_decodes_like_the_indexer(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "t", {"crlf.txt": b"one\r\ntwo\r\n", "nul.txt": b"a\x00b"})
+    listing = {entry.rel: entry for entry in list_files(root, IGNORE).files}
+    assert read_text(listing["crlf.txt"], IGNORE).text == "one\ntwo\n"
+    with pytest.raises(ExtractError, match="binary content"):
+        read_text(listing["nul.txt"], IGNORE)
+
+
+@pytest.fixture
+def confined(tmp_path: Path) -> tuple[Path, Path]:
+    """A configured folder with a symlink out, and an outside sibling sharing its name prefix."""
+    data = write_tree(
+        tmp_path / "data",
+        {"ok.md": "fine\n", "private/secret.md": "hidden\n", ".indexignore": "private/\n"},
+    )
+    outside = write_tree(tmp_path / "data-private", {"key.txt": "FAKE-KEY\n"})
+    (data / "link.txt").symlink_to(outside / "key.txt")
+    (data / "inner.txt").symlink_to(data / "ok.md")
+    return data, outside
+
+
+def test_locator_allows_listed_files(confined: tuple[Path, Path]) -> None:
+    data, _ = confined
+    located = Locator([data], IGNORE).locate(str(data / "ok.md"))
+    assert (located.root, located.entry.rel) == (data, "ok.md")
+
+
+def test_locator_follows_symlinks_inside_the_folder(confined: tuple[Path, Path]) -> None:
+    data, _ = confined
+    assert Locator([data], IGNORE).locate(str(data / "inner.txt")).entry.rel == "ok.md"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("{data}/../data-private/key.txt", "not inside any configured folder"),
+        ("{outside}/key.txt", "not inside any configured folder"),
+        ("{data}/link.txt", "not inside any configured folder"),
+        ("/etc/passwd", "not inside any configured folder"),
+        ("{data}/private/secret.md", "excluded from indexing .ignored by .indexignore"),
+        ("{data}/missing.md", "not found"),
+        ("{data}", "a folder, not a file"),
+        ("ok.md", "not an absolute path"),
+    ],
+)
+def test_locator_refusals(confined: tuple[Path, Path], path: str, message: str) -> None:
+    data, outside = confined
+    with pytest.raises(PathRefusedError, match=message):
+        Locator([data], IGNORE).locate(path.format(data=data, outside=outside))
+
+
+def test_locator_uses_the_innermost_folder(confined: tuple[Path, Path]) -> None:
+    data, _ = confined
+    nested = write_tree(data / "sub", {"n.md": "nested\n"})
+    located = Locator([data, nested], IGNORE).locate(str(nested / "n.md"))
+    assert (located.root, located.entry.rel) == (nested, "n.md")
+
+
+def test_child_runs_from_the_package_not_the_callers_cwd(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadow = write_tree(tmp_path / "cwd", {"semsearch/__init__.py": "raise SystemExit(3)\n"})
+    monkeypatch.chdir(shadow)
+    assert os.getcwd() == str(shadow)
+    assert len(grep([folder], GrepOptions("needle"), IGNORE).matches) == 3

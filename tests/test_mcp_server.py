@@ -1,0 +1,528 @@
+"""The MCP server end to end: a real MCP client over stdio against `python -m semsearch mcp`.
+
+One server runs for the whole module (with the real ONNX model); the corpus is a git work tree
+holding files that must never come back from any tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult, TextContent
+
+from semsearch.cli import main
+from semsearch.store import write_lock
+
+SECRETS = ("FAKE-RSA-KEY-0xDEADBEEF", "DOTENV-TOKEN-12345", "PRIVATE-NOTE-777", "SIBLING-KEY-42")
+PARAGRAPHS = [
+    f"Paragraph {n} talks about topic number {n}: " + " ".join(f"word{n}x{i}" for i in range(40))
+    for n in range(12)
+]
+PARAGRAPHS[6] = (
+    "The lighthouse keeper logs every passing ship in a leather ledger, noting its flag, "
+    "its cargo and the hour it rounded the cape, even on foggy nights."
+)
+CORPUS: dict[str, str | bytes] = {
+    "docs/retry.md": (
+        "# Retries\n\nWhen a payment request keeps failing we retry it with exponential "
+        "backoff: 200 ms, 400 ms, then 800 ms.\n"
+    ),
+    "src/app.py": "def charge(order):\n    raise PaymentError('ERR_ZORBLATT_7741')\n",
+    "notes/ledger.md": "\n\n".join(PARAGRAPHS) + "\n",
+    "notes/changing.md": "The weather station records wind speed every ten minutes.\n",
+    "data/long.txt": "a" * 5000 + "!\n",
+    "data/lines.txt": "".join(f"line {n:06d} " + "z" * 50 + "\n" for n in range(20)),
+    "data/blob.txt": b"binary\x00" + SECRETS[0].encode(),
+    ".gitignore": ".env\n",
+    ".env": f"API_TOKEN={SECRETS[1]}\n",
+    ".indexignore": "private/\n",
+    "private/notes.md": f"{SECRETS[2]}\n",
+}
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+class Client:
+    """A synchronous facade over an MCP ClientSession running in a background event loop."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, log: Path) -> None:
+        self._stack = ExitStack()
+        self._errlog = self._stack.enter_context(log.open("w"))
+        self._portal = self._stack.enter_context(start_blocking_portal())
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "semsearch", "mcp"], env=env, cwd=cwd
+        )
+        streams = stdio_client(params, errlog=self._errlog)
+        read, write = self._stack.enter_context(self._portal.wrap_async_context_manager(streams))
+        session = ClientSession(read, write)
+        self.session = self._stack.enter_context(self._portal.wrap_async_context_manager(session))
+        self._portal.call(self.session.initialize)
+        self.seen: list[str] = []
+
+    def call(self, name: str, args: dict[str, Any] | None = None, **kw: Any) -> CallToolResult:
+        """Call a tool; every response is remembered for the final leak check."""
+        call = functools.partial(self.session.call_tool, name, args or {}, **kw)
+        result: CallToolResult = self._portal.call(call)
+        self.seen.append(json.dumps(result.model_dump(mode="json", by_alias=True)))
+        return result
+
+    def list_tools(self) -> list[Any]:
+        return list(self._portal.call(self.session.list_tools).tools)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def text(result: CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def ok(result: CallToolResult) -> str:
+    assert not result.is_error, text(result)
+    return text(result)
+
+
+def error(result: CallToolResult) -> str:
+    assert result.is_error, text(result)
+    return text(result)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Corpus (git repo), outside folders with fake keys, and an isolated HOME."""
+    base = tmp_path_factory.mktemp("mcp")
+    shop = write_tree(base / "shop", CORPUS)
+    outside = write_tree(base / "outside", {"id_rsa": f"-----BEGIN {SECRETS[0]}-----\n"})
+    sibling = write_tree(base / "shop-private", {"key.txt": f"{SECRETS[3]}\n"})
+    (shop / "leak.txt").symlink_to(outside / "id_rsa")
+    (shop / "docs" / "alias.md").symlink_to(shop / "docs" / "retry.md")
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "fixture"]):
+        subprocess.run(["git", *identity, "-C", str(shop), *args], check=True, capture_output=True)
+    home = base / "home"
+    home.mkdir()
+    return {"base": base, "shop": shop, "outside": outside, "sibling": sibling, "home": home}
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SS_", "XDG_"))}
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+    )
+    return env
+
+
+@pytest.fixture
+def cli(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run the CLI in-process against the server's config and index."""
+    for name, value in server_env(world["home"]).items():
+        monkeypatch.setenv(name, value)
+
+    def run(*argv: str) -> int:
+        return main(list(argv))
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def client(world: dict[str, Path]) -> Iterator[Client]:
+    """The server, started once for the module, with the corpus folder configured."""
+    env = server_env(world["home"])
+    subprocess.run(
+        [sys.executable, "-m", "semsearch", "add", str(world["shop"])],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    session = Client(env, world["base"], world["base"] / "server.log")
+    yield session
+    session.close()
+
+
+@pytest.fixture(scope="module")
+def indexed(client: Client) -> dict[str, Any]:
+    """Before and after indexing through the `index` tool, with the progress it reported."""
+    before = client.call("search", {"query": "retry"})
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    result = client.call("index", {}, progress_callback=on_progress)
+    return {"before": before, "result": result, "progress": progress}
+
+
+def search(client: Client, query: str, **args: Any) -> list[dict[str, Any]]:
+    result = client.call("search", {"query": query, **args})
+    payload = json.loads(ok(result))
+    assert payload == result.structured_content
+    hits: list[dict[str, Any]] = payload["results"]
+    return hits
+
+
+def walk(node: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from walk(item)
+
+
+def test_six_tools_with_plain_schemas_and_annotations(client: Client) -> None:
+    tools = {tool.name: tool for tool in client.list_tools()}
+    assert set(tools) == {"search", "gather", "list_folders", "cat_file", "grep", "index"}
+    for tool in tools.values():
+        for schema in (tool.input_schema, tool.output_schema or {}):
+            keys = {key for key, _ in walk(schema)}
+            assert not keys & {"anyOf", "oneOf", "allOf", "$ref", "$defs", "nullable"}
+            assert all(isinstance(v, str) for k, v in walk(schema) if k == "type")
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop.get("description"), (tool.name, name)
+            assert prop.get("default", "unset") is not None
+        assert tool.title and tool.annotations and tool.annotations.title == tool.title
+        assert tool.annotations.read_only_hint is (tool.name != "index")
+    params = {name: list(tool.input_schema["properties"]) for name, tool in tools.items()}
+    assert params == {
+        "search": ["query", "k", "folder", "pathGlob"],
+        "gather": ["query", "k", "contextLines", "folder", "pathGlob"],
+        "list_folders": [],
+        "cat_file": ["filePath", "startLine", "endLine"],
+        "grep": ["pattern", "folder", "fileGlob", "caseSensitive", "maxResults", "regex"],
+        "index": ["root", "force", "maxFiles"],
+    }
+    assert {n: t.input_schema.get("required", []) for n, t in tools.items()} == {
+        "search": ["query"],
+        "gather": ["query"],
+        "list_folders": [],
+        "cat_file": ["filePath"],
+        "grep": ["pattern"],
+        "index": [],
+    }
+    assert tools["search"].input_schema["properties"]["k"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 50,
+        "description": "Number of results (default 5)",
+    }
+    assert tools["search"].output_schema["required"] == ["results", "truncated"]
+
+
+def test_search_before_indexing_says_what_to_do(indexed: dict[str, Any]) -> None:
+    assert "Run `semsearch index`" in error(indexed["before"])
+
+
+def test_index_tool_reports_progress_and_summary(indexed: dict[str, Any]) -> None:
+    summary = json.loads(ok(indexed["result"]))
+    assert summary == indexed["result"].structured_content
+    assert summary["filesIndexed"] >= 5
+    assert summary["errors"] == 0
+    assert [folder["name"] for folder in summary["folders"]] == ["shop"]
+    done = [event[0] for event in indexed["progress"]]
+    assert done and done == sorted(set(done))
+
+
+def test_search_returns_absolute_paths_and_exact_lines(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    (hit,) = search(client, "ERR_ZORBLATT_7741", k=1)
+    assert hit == {
+        "filePath": str(world["shop"] / "src/app.py"),
+        "folder": "shop",
+        "relPath": "src/app.py",
+        "startLine": 1,
+        "endLine": 2,
+        "score": hit["score"],
+        "text": str(CORPUS["src/app.py"]).rstrip("\n"),
+    }
+    assert search(client, "exponential backoff for failing payments", k=1, folder="shop")[0][
+        "relPath"
+    ] == ("docs/retry.md")
+    globbed = search(client, "payment", k=5, pathGlob="*.py")
+    assert {h["relPath"] for h in globbed} == {"src/app.py"}
+
+
+def test_gather_formats_one_markdown_block(client: Client, indexed: dict[str, Any]) -> None:
+    block = ok(client.call("gather", {"query": "exponential backoff", "k": 2}))
+    headers = re.findall(r"^### .*$", block, flags=re.M)
+    assert len(headers) == 2
+    assert re.fullmatch(
+        r"### \[1/2\]  shop  ·  docs/retry\.md  ·  line 1  ·  score \d\.\d{3}", headers[0]
+    )
+    assert "```\n# Retries\n" in block
+
+
+def test_gather_context_lines_are_exactly_aligned(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    (hit,) = search(client, "lighthouse keeper ledger of passing ships", k=1)
+    assert hit["relPath"] == "notes/ledger.md" and hit["startLine"] > 3
+    lines = (world["shop"] / "notes/ledger.md").read_text().split("\n")
+    assert hit["text"] in "\n".join(lines[hit["startLine"] - 1 : hit["endLine"]])
+    block = ok(
+        client.call(
+            "gather",
+            {"query": "lighthouse keeper ledger of passing ships", "k": 1, "contextLines": 3},
+        )
+    )
+    first = hit["startLine"] - 3
+    assert f"·  line {first}  ·" in block
+    expected = "\n".join(lines[first - 1 : hit["endLine"] + 3])
+    assert f"```\n{expected}\n```" in block
+
+
+def test_gather_falls_back_to_the_indexed_text_when_the_file_changed(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    path = world["shop"] / "notes/changing.md"
+    original = path.read_text()
+    path.write_text("Completely different content now.\n" * 3)
+    try:
+        block = ok(
+            client.call(
+                "gather", {"query": "weather station wind speed", "k": 1, "contextLines": 2}
+            )
+        )
+    finally:
+        path.write_text(original)
+    assert "file changed since indexing" in block
+    assert original.strip() in block
+
+
+def test_list_folders(client: Client, world: dict[str, Path], indexed: dict[str, Any]) -> None:
+    result = client.call("list_folders")
+    payload = json.loads(ok(result))
+    assert payload == result.structured_content
+    (folder,) = payload["folders"]
+    assert folder["name"] == "shop" and folder["path"] == str(world["shop"])
+    assert folder["exists"] and folder["configured"]
+    assert folder["files"] >= 5 and folder["chunks"] >= folder["files"]
+    assert payload["indexExists"]
+
+
+def test_cat_file_reads_a_line_range(client: Client, world: dict[str, Path]) -> None:
+    path = str(world["shop"] / "notes/changing.md")
+    assert ok(client.call("cat_file", {"filePath": path})) == (
+        "# shop  ·  notes/changing.md  ·  lines 1–1 of 1\n\n"
+        "The weather station records wind speed every ten minutes."
+    )
+    ranged = ok(
+        client.call(
+            "cat_file",
+            {"filePath": str(world["shop"] / "data/lines.txt"), "startLine": 10, "endLine": 11},
+        )
+    )
+    assert ranged.split("\n\n", 1)[1] == f"line 000009 {'z' * 50}\nline 000010 {'z' * 50}"
+
+
+def test_cat_file_follows_symlinks_inside_a_folder(client: Client, world: dict[str, Path]) -> None:
+    assert "# Retries" in ok(
+        client.call("cat_file", {"filePath": str(world["shop"] / "docs/alias.md")})
+    )
+
+
+def test_cat_file_caps_large_files(client: Client, world: dict[str, Path], cli: Any) -> None:
+    line = f"line 000000 {'z' * 50}\n"
+    big = write_tree(world["base"] / "big", {"big.txt": line * 6000})
+    assert cli("add", str(big)) == 0  # configured, never indexed: 6,000 chunks would be slow
+    try:
+        body = ok(client.call("cat_file", {"filePath": str(big / "big.txt")}))
+    finally:
+        assert cli("remove", "big") == 0
+    assert len(body.encode()) < 256 * 1024 + 500
+    shown = 256 * 1024 // len(line)
+    assert f"lines 1–{shown} of 6000" in body
+    assert f"Ask for the rest with startLine={shown + 1}" in body
+
+
+def test_grep_literal_with_glob_and_case(client: Client, indexed: dict[str, Any]) -> None:
+    assert ok(client.call("grep", {"pattern": "err_zorblatt"})) == (
+        "shop  ·  src/app.py:2  raise PaymentError('ERR_ZORBLATT_7741')"
+    )
+    assert "No matches" in ok(
+        client.call("grep", {"pattern": "err_zorblatt", "caseSensitive": True})
+    )
+    assert "No matches" in ok(client.call("grep", {"pattern": "ZORBLATT", "fileGlob": "*.md"}))
+
+
+def test_grep_regex_and_truncation_note(client: Client) -> None:
+    out = ok(client.call("grep", {"pattern": r"^line 00000\d", "regex": True, "maxResults": 3}))
+    assert out.splitlines()[:3] == [
+        f"shop  ·  data/lines.txt:{n + 1}  line 00000{n} {'z' * 50}" for n in range(3)
+    ]
+    assert "(showing first 3 matches; there are more." in out
+
+
+def test_grep_catastrophic_regex_is_an_error_within_budget(client: Client) -> None:
+    started = time.monotonic()
+    message = error(client.call("grep", {"pattern": "(a+)+$", "regex": True}))
+    assert time.monotonic() - started < 15
+    assert "time budget" in message
+    ok(client.call("list_folders"))  # the server still answers
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "{shop}/../outside/id_rsa",
+        "{outside}/id_rsa",
+        "{shop}/leak.txt",
+        "{sibling}/key.txt",
+        "{shop}/.env",
+        "{shop}/private/notes.md",
+        "{shop}/data/blob.txt",
+        "/etc/passwd",
+    ],
+)
+def test_cat_file_refusals(client: Client, world: dict[str, Path], path: str) -> None:
+    message = error(client.call("cat_file", {"filePath": path.format(**world)}))
+    assert message.startswith(("Refused", "Cannot read")) or "binary" in message
+    assert not any(secret in message for secret in SECRETS)
+
+
+@pytest.mark.parametrize("root", ["{outside}", "{outside}/id_rsa", "{sibling}", "/", "shop2"])
+def test_index_refuses_unconfigured_folders(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any], root: str
+) -> None:
+    message = error(client.call("index", {"root": root.format(**world)}))
+    assert "Refused" in message and "semsearch add" in message
+
+
+def test_index_of_a_subfolder_updates_its_configured_folder(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    summary = json.loads(ok(client.call("index", {"root": str(world["shop"] / "docs")})))
+    assert [(f["name"], f["path"]) for f in summary["folders"]] == [("shop", str(world["shop"]))]
+    assert len(json.loads(ok(client.call("list_folders")))["folders"]) == 1
+
+
+def test_index_waits_for_a_running_cli_index(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    held = threading.Event()
+
+    def hold_the_lock() -> None:
+        with write_lock(world["home"] / ".local/share/semsearch/index.db", 0):
+            held.set()
+            time.sleep(1.5)
+
+    other = threading.Thread(target=hold_the_lock)
+    other.start()
+    held.wait()
+    started = time.monotonic()
+    summary = json.loads(ok(client.call("index", {})))
+    other.join()
+    assert time.monotonic() - started > 1
+    assert summary["errors"] == 0
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_secrets_never_come_back(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any], secret: str
+) -> None:
+    outputs = [
+        client.call("search", {"query": secret, "k": 20}),
+        client.call("gather", {"query": secret, "k": 20, "contextLines": 5}),
+        client.call("grep", {"pattern": secret}),
+        client.call("grep", {"pattern": secret[:8], "regex": True}),
+    ]
+    for result in outputs:
+        assert secret not in json.dumps(result.model_dump(mode="json"))
+
+
+def test_a_file_indexed_by_the_cli_is_found_by_the_next_search(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any], cli: Any
+) -> None:
+    assert search(client, "warm-up query", k=1)  # vectors are cached from here on
+    write_tree(world["shop"], {"docs/new.md": "The quokka sanctuary opens at dawn.\n"})
+    assert cli("index") == 0
+    assert search(client, "quokka sanctuary", k=1)[0]["relPath"] == "docs/new.md"
+
+
+def test_a_folder_added_by_the_cli_shows_in_list_folders(
+    client: Client, world: dict[str, Path], cli: Any
+) -> None:
+    extra = write_tree(world["base"] / "extra", {"x.md": "extra\n"})
+    assert cli("add", str(extra)) == 0
+    names = [f["name"] for f in json.loads(ok(client.call("list_folders")))["folders"]]
+    assert names == ["shop", "extra"]
+    assert "extra  ·  x.md:1" in ok(client.call("grep", {"pattern": "extra", "folder": "extra"}))
+    assert cli("remove", "extra") == 0
+    names = [f["name"] for f in json.loads(ok(client.call("list_folders")))["folders"]]
+    assert names == ["shop"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "message"),
+    [
+        ("search", {"query": "x", "k": 0}, "must be between 1 and 50, got 0"),
+        ("search", {"query": "x", "k": 51}, "must be between 1 and 50, got 51"),
+        ("search", {"query": "x", "k": "many"}, "valid integer"),
+        ("search", {"query": "x", "k": True}, "not true/false"),
+        ("search", {}, "query"),
+        ("search", {"query": "  "}, "The query is empty"),
+        ("search", {"query": "x", "folder": "nope"}, "No indexed folder named 'nope'"),
+        ("gather", {"query": "x", "contextLines": -1}, "must be between 0 and 100"),
+        ("cat_file", {"filePath": "/x", "startLine": 5, "endLine": 3}, "startLine (5) is after"),
+        ("cat_file", {"filePath": "/x", "startLine": 0}, "must be at least 1"),
+        ("cat_file", {"filePath": "relative.md"}, "not an absolute path"),
+        ("grep", {"pattern": "x", "folder": "nope"}, "No configured folder named 'nope'"),
+        ("grep", {"pattern": "(", "regex": True}, "Invalid regular expression"),
+        ("grep", {"pattern": ""}, "The pattern is empty"),
+        ("grep", {"pattern": "x", "maxResults": 501}, "must be between 1 and 500"),
+        ("index", {"maxFiles": 0}, "must be at least 1"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(
+    client: Client, indexed: dict[str, Any], tool: str, args: dict[str, Any], message: str
+) -> None:
+    assert message in error(client.call(tool, args))
+
+
+def test_cat_file_past_the_end(client: Client, world: dict[str, Path]) -> None:
+    path = str(world["shop"] / "notes/changing.md")
+    assert "past the end" in error(client.call("cat_file", {"filePath": path, "startLine": 9}))
+
+
+def test_explicit_nulls_mean_defaults(client: Client, indexed: dict[str, Any]) -> None:
+    args = {"query": "backoff", "k": None, "folder": None, "pathGlob": None}
+    assert json.loads(ok(client.call("search", args)))["results"]
+
+
+def test_no_response_leaked_a_secret(client: Client, world: dict[str, Path]) -> None:
+    assert client.seen
+    for response in client.seen:
+        assert not any(secret in response for secret in SECRETS)
+    log = (world["base"] / "server.log").read_text()
+    assert "Traceback" not in log

@@ -168,15 +168,18 @@ class _Layered:
     """Ignore patterns from several sources in one spec, so that gitignore's "last match wins"
     holds across sources (a root ``!pattern`` re-includes what a default excluded)."""
 
-    spec: pathspec.GitIgnoreSpec
+    spec: pathspec.PathSpec
     ends: tuple[tuple[int, str], ...]  # (end index in spec.patterns, reason) per source
 
     @classmethod
     def build(cls, sources: list[tuple[list[str], str]]) -> _Layered:
-        spec = pathspec.GitIgnoreSpec.from_lines([])
+        # Plain "gitignore" patterns, not GitIgnoreSpec: pathspec 1.1's GitIgnoreSpec keeps `*` + `!*/`
+        # ignoring directories, unlike git (an allow-list such as `*`, `!*/`, `!*.py` would
+        # index nothing). The walk never enters an ignored folder, which covers git's other rule.
+        spec = pathspec.PathSpec.from_lines("gitignore", [])
         ends: list[tuple[int, str]] = []
         for lines, reason in sources:
-            spec += pathspec.GitIgnoreSpec.from_lines(lines)
+            spec += pathspec.PathSpec.from_lines("gitignore", lines)
             ends.append((len(spec.patterns), reason))
         return cls(spec, tuple(ends))
 

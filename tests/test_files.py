@@ -422,3 +422,16 @@ def test_looks_binary(head: bytes, expected: bool) -> None:
 )
 def test_is_document(name: str, expected: bool) -> None:
     assert is_document(name) is expected
+
+
+def test_allow_list_ignore_file_keeps_folders_walkable(tmp_path: Path) -> None:
+    root = tmp_path / "allow"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    for rel in ("top.py", "notes.md", "pkg/mod.py", "pkg/sub/deep.py", "pkg/sub/data.json"):
+        (root / rel).write_text("x\n")
+    (root / ".indexignore").write_text("*\n!*/\n!*.py\n")
+    assert [entry.rel for entry in list_files(root).files] == [
+        "pkg/mod.py",
+        "pkg/sub/deep.py",
+        "top.py",
+    ]

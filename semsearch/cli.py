@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=MODES, help="ranking arms (default: hybrid)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--files-only", action="store_true", help="print matching paths only")
+    search.add_argument(
+        "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
+    )
     sub.add_parser("mcp", help="run the MCP stdio server")
     return parser
 
@@ -334,11 +337,19 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     elif args.json:
         print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
     else:
-        _print_hits(hits)
+        _print_hits(hits, args.explain)
     return EXIT_OK
 
 
-def _print_hits(hits: list[Hit]) -> None:
+def _explain(hit: Hit) -> str:
+    def rank(value: int | None) -> str:
+        return f"#{value}" if value else "-"
+
+    parts = [f"vector {rank(hit.vector_rank)}", f"bm25 {rank(hit.lexical_rank)}", *hit.priors]
+    return "     " + "  ·  ".join(parts)
+
+
+def _print_hits(hits: list[Hit], explain: bool = False) -> None:
     if not hits:
         print("No results.", file=sys.stderr)
         return
@@ -353,9 +364,11 @@ def _print_hits(hits: list[Hit]) -> None:
         for n, h in enumerate(hits, start=1)
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
+    for row, hit in zip(rows, hits, strict=True):
         cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3)), row[4]]
         print("  ".join(cells))
+        if explain:
+            print(_explain(hit))
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:

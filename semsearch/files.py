@@ -16,7 +16,7 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pathspec
 
@@ -168,14 +168,14 @@ class _Layered:
     """Ignore patterns from several sources in one spec, so that gitignore's "last match wins"
     holds across sources (a root ``!pattern`` re-includes what a default excluded)."""
 
-    spec: pathspec.PathSpec
+    spec: pathspec.PathSpec[Any]
     ends: tuple[tuple[int, str], ...]  # (end index in spec.patterns, reason) per source
 
     @classmethod
     def build(cls, sources: list[tuple[list[str], str]]) -> _Layered:
-        # Plain "gitignore" patterns, not GitIgnoreSpec: pathspec 1.1's GitIgnoreSpec keeps `*` + `!*/`
-        # ignoring directories, unlike git (an allow-list such as `*`, `!*/`, `!*.py` would
-        # index nothing). The walk never enters an ignored folder, which covers git's other rule.
+        # Plain "gitignore" patterns, not GitIgnoreSpec: pathspec 1.1's GitIgnoreSpec keeps
+        # `*` + `!*/` ignoring directories, unlike git (so the allow-list `*`, `!*/`, `!*.py`
+        # would index nothing). The walk never enters an ignored folder: git's other rule.
         spec = pathspec.PathSpec.from_lines("gitignore", [])
         ends: list[tuple[int, str]] = []
         for lines, reason in sources:

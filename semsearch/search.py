@@ -7,6 +7,8 @@ arms matched. In ``vector`` mode the score is the cosine similarity.
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,10 +19,13 @@ import pathspec
 
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.lexical import fts_query
+from semsearch.ranking import FILE_DECAY, chunk_priors, query_info
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")
+CANDIDATES = 60  # fused candidates that priors may reorder
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Hit:
     text: str
     vector_rank: int | None = None
     lexical_rank: int | None = None
+    priors: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
@@ -51,6 +57,7 @@ class Hit:
             "score": round(self.score, 6),
             "vectorRank": self.vector_rank,
             "bm25Rank": self.lexical_rank,
+            "priors": list(self.priors),
             "text": self.text,
         }
 
@@ -116,19 +123,6 @@ class VectorCache:
         rows = np.searchsorted(self.ids, np.asarray(chunk_ids, dtype=np.int64))
         pairs = zip(chunk_ids, rows, strict=True)
         return {cid: float(self.matrix[row] @ query) for cid, row in pairs}
-
-
-def fts_query(query: str) -> str:
-    """An FTS5 expression: each whitespace-separated word quoted, joined with OR.
-
-    Quoting makes any user text safe (``foo AND (bar``, ``"``) and turns identifiers such as
-    ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts.
-    """
-    words: list[str] = []
-    for word in query.split():
-        if re.search(r"\w", word) and word not in words:
-            words.append(word)
-    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
 def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
@@ -198,17 +192,19 @@ def search(
         if expression:
             ids = None if allowed is None else [int(i) for i in allowed]
             lexical_ranking = store.lexical(expression, pool, ids)
-    return _assemble(store, cache, options, vector_ranking, lexical_ranking, query_vector)
+    rankings = (vector_ranking, lexical_ranking)
+    return _assemble(store, cache, query, options, rankings, query_vector)
 
 
 def _assemble(
     store: Store,
     cache: VectorCache,
+    query: str,
     options: SearchOptions,
-    vector_ranking: list[int],
-    lexical_ranking: list[int],
+    rankings: tuple[list[int], list[int]],
     query_vector: np.ndarray[Any, Any] | None,
 ) -> list[Hit]:
+    vector_ranking, lexical_ranking = rankings
     if options.mode == "vector":
         scores = {}
         if query_vector is not None and vector_ranking:
@@ -218,15 +214,45 @@ def _assemble(
         best_possible = len(arms) / (options.rrf_k + 1)
         scores = {cid: s / best_possible for cid, s in rrf(arms, options.rrf_k).items()}
     order = sorted(scores, key=lambda cid: -scores[cid])
-    vector_rank = {cid: rank for rank, cid in enumerate(vector_ranking, start=1)}
-    lexical_rank = {cid: rank for rank, cid in enumerate(lexical_ranking, start=1)}
+    ranks = (
+        {cid: rank for rank, cid in enumerate(vector_ranking, start=1)},
+        {cid: rank for rank, cid in enumerate(lexical_ranking, start=1)},
+    )
+    info = query_info(query)
+    candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]] = []
+    for row in store.chunks(order[: max(options.k * 4, CANDIDATES)]):
+        priors = chunk_priors(row.rel, row.text, info)
+        candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
+    return _select(candidates, options.k, ranks)
+
+
+def _select(
+    candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
+    k: int,
+    ranks: tuple[dict[int, int], dict[int, int]],
+) -> list[Hit]:
+    """Best first, skipping overlapping chunks; the n-th chunk of a file gets FILE_DECAY^(n-1).
+
+    The decay only lowers scores, so a lazy max-heap gives the exact greedy order.
+    """
+    heap = [(-score, order, 0) for order, (score, _, _) in enumerate(candidates)]
+    heapq.heapify(heap)
+    per_file: dict[tuple[str, str], int] = {}
     hits: list[Hit] = []
-    for row in store.chunks(order[: options.k * 4]):
-        if len(hits) == options.k:
-            break
+    while heap and len(hits) < k:
+        negative, order, applied = heapq.heappop(heap)
+        score, row, priors = candidates[order]
+        seen = per_file.get((row.folder_path, row.rel), 0)
+        if seen != applied:
+            heapq.heappush(heap, (-score * FILE_DECAY**seen, order, seen))
+            continue
         if _overlaps(row, hits):
             continue
-        hits.append(_hit(row, scores[row.id], vector_rank.get(row.id), lexical_rank.get(row.id)))
+        per_file[(row.folder_path, row.rel)] = seen + 1
+        notes = [f"{name} x{factor:g}" for name, factor in priors]
+        if seen:
+            notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
+        hits.append(_hit(row, -negative, ranks[0].get(row.id), ranks[1].get(row.id), tuple(notes)))
     return hits
 
 
@@ -242,7 +268,13 @@ def _overlaps(row: ChunkRow, hits: list[Hit]) -> bool:
     return False
 
 
-def _hit(row: ChunkRow, score: float, vector_rank: int | None, lexical_rank: int | None) -> Hit:
+def _hit(
+    row: ChunkRow,
+    score: float,
+    vector_rank: int | None,
+    lexical_rank: int | None,
+    priors: tuple[str, ...] = (),
+) -> Hit:
     path = row.folder_path.rstrip("/") + "/" + row.rel
     return Hit(
         path=path,
@@ -256,4 +288,5 @@ def _hit(row: ChunkRow, score: float, vector_rank: int | None, lexical_rank: int
         text=row.text,
         vector_rank=vector_rank,
         lexical_rank=lexical_rank,
+        priors=priors,
     )

@@ -18,8 +18,11 @@ On-disk format (schema version 1)::
         text: a verbatim slice of the extracted text; offsets are str (code point) indices;
         lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised.
         Chunk ids are never reused, so a reader can refresh only what changed.
-    chunks_fts: FTS5 over chunks.text (external content, kept in step by triggers),
-        tokenizer `porter unicode61 remove_diacritics 2`.
+    chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text) and
+        `terms` (path and split-identifier words, see semsearch.lexical), tokenizer
+        `porter unicode61 remove_diacritics 2`. Triggers keep it in step with `chunks`; they call
+        the SQL function `ss_terms(rel, text)`, which every connection of semsearch registers
+        (a connection without it cannot write chunks, rather than corrupt the FTS index).
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`).
@@ -40,9 +43,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
+from semsearch.lexical import TERMS_VERSION, chunk_terms
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
+TEXT_WEIGHT, TERMS_WEIGHT = 1.0, 0.5  # BM25 column weights of chunks_fts
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -62,13 +67,14 @@ MIGRATIONS: tuple[str, ...] = (
         text TEXT NOT NULL, vector BLOB NOT NULL);
     CREATE INDEX chunks_file ON chunks(file_id);
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        text, content='chunks', content_rowid='id',
-        tokenize='porter unicode61 remove_diacritics 2');
+        text, terms, content='', tokenize='porter unicode61 remove_diacritics 2');
     CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-        INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
+        INSERT INTO chunks_fts(rowid, text, terms) VALUES (new.id, new.text,
+            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text));
     END;
     CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
-        INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms) VALUES ('delete', old.id, old.text,
+            ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text));
     END;
     """,
 )
@@ -183,7 +189,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
+    conn.create_function("ss_terms", 2, _terms, deterministic=True)
     return conn
+
+
+def _terms(rel: str | None, text: str) -> str:
+    if rel is None:  # the file row must still exist when its chunks are written or deleted
+        raise ValueError("chunk without a file row")
+    return chunk_terms(rel, text)
 
 
 class SqliteStore:
@@ -218,7 +231,8 @@ class SqliteStore:
                     self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._set_meta("schema_version", str(SCHEMA_VERSION))
-            self._set_meta("generation", "0")
+            self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
+            self._set_meta("terms_version", TERMS_VERSION)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -323,9 +337,7 @@ class SqliteStore:
                 self._write_file(conn, write)
 
     def _write_file(self, conn: sqlite3.Connection, write: FileWrite) -> None:
-        conn.execute(
-            "DELETE FROM files WHERE folder_id = ? AND rel = ?", (write.folder_id, write.rel)
-        )
+        _delete_files(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
         cursor = conn.execute(
             "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -374,9 +386,8 @@ class SqliteStore:
         if not rels:
             return 0
         with self._write() as conn:
-            conn.executemany(
-                "DELETE FROM files WHERE folder_id = ? AND rel = ?", [(folder_id, r) for r in rels]
-            )
+            for rel in rels:
+                _delete_files(conn, "folder_id = ? AND rel = ?", (folder_id, rel))
         return len(rels)
 
     def remove_folder(self, path: str) -> int:
@@ -389,6 +400,7 @@ class SqliteStore:
         if row is None:
             return 0
         with self._write() as conn:
+            _delete_files(conn, "folder_id = ?", (row[0],))
             conn.execute("DELETE FROM folders WHERE id = ?", (row[0],))
         return int(row[1])
 
@@ -402,7 +414,7 @@ class SqliteStore:
     def clear_chunks(self) -> None:
         """Drop every file and chunk (a rebuild with another model), keeping folders."""
         with self._write() as conn:
-            conn.execute("DELETE FROM files")
+            _delete_files(conn, "1", ())
             conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
 
     def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -427,7 +439,8 @@ class SqliteStore:
         """Chunk ids matching an FTS5 expression, best BM25 first, optionally within files."""
         if file_ids is None:
             rows = self._conn.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+                f" ORDER BY bm25(chunks_fts, {TEXT_WEIGHT}, {TERMS_WEIGHT}) LIMIT ?",
                 (match, limit),
             )
             return [r[0] for r in rows]
@@ -437,7 +450,7 @@ class SqliteStore:
         rows = self._conn.execute(
             "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
             " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
-            " ORDER BY rank LIMIT ?",
+            f" ORDER BY bm25(chunks_fts, {TEXT_WEIGHT}, {TERMS_WEIGHT}) LIMIT ?",
             (match, limit),
         )
         return [r[0] for r in rows]
@@ -459,6 +472,17 @@ class SqliteStore:
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+def _delete_files(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
+    """Delete files matching a fixed WHERE clause, their chunks first.
+
+    The chunks go while their file rows still exist: the FTS delete trigger needs the path.
+    """
+    conn.execute(
+        f"DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE {where})", params
+    )
+    conn.execute(f"DELETE FROM files WHERE {where}", params)
 
 
 def _split_sql(script: str) -> list[str]:

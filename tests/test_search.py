@@ -8,23 +8,8 @@ import pytest
 
 from semsearch.errors import UsageError
 from semsearch.index import Index
-from semsearch.search import fts_query, rrf
+from semsearch.search import rrf
 from tests.conftest import write_tree
-
-
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ("retry logic", '"retry" OR "logic"'),
-        ("foo AND (bar", '"foo" OR "AND" OR "(bar"'),
-        ('say "hi"', '"say" OR """hi"""'),
-        ("ERR_ZORBLATT_7741", '"ERR_ZORBLATT_7741"'),
-        ("* - ( )", ""),
-        ("dup dup", '"dup"'),
-    ],
-)
-def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
-    assert fts_query(query) == expected
 
 
 def test_rrf_sums_reciprocal_ranks() -> None:
@@ -72,12 +57,12 @@ def test_every_mode_finds_an_exact_identifier(two_folders: Index, mode: str) -> 
 
 
 def test_hybrid_scores_are_on_one_scale(two_folders: Index) -> None:
-    lexical_hit = two_folders.search("retry_payment", k=1)[0]
-    assert 0 < lexical_hit.score <= 1
-    assert lexical_hit.vector_rank == 1 and lexical_hit.lexical_rank == 1
-    assert lexical_hit.score == pytest.approx(1.0)
+    top = two_folders.search("retry_payment", k=1)[0]
+    assert (top.vector_rank, top.lexical_rank) == (1, 1)
+    assert top.priors == ("defines a queried symbol x1.5",)
+    assert top.score == pytest.approx(1.5)  # fused score 1.0 (first in both arms) x the prior
     no_word_matches = two_folders.search("zzzz qqqq", k=1)[0]
-    assert no_word_matches.lexical_rank is None
+    assert no_word_matches.lexical_rank is None and no_word_matches.priors == ()
     assert no_word_matches.score == pytest.approx(0.5, abs=0.01)
 
 
@@ -115,3 +100,49 @@ def test_search_sees_writes_from_another_index_object(tmp_path: Path, hash_index
     writer.update([root])
     writer.close()
     assert hash_index.search("beavers", k=1)[0].rel == "two.md"
+
+
+def test_definition_beats_call_sites_for_a_symbol_query(tmp_path: Path, hash_index: Index) -> None:
+    calls = "\n".join(f"    total += compute_invoice_total(order_{i})" for i in range(6))
+    root = write_tree(
+        tmp_path / "shop",
+        {
+            "billing/report.py": f"def report(orders):\n    total = 0\n{calls}\n",
+            "billing/invoice.py": "def compute_invoice_total(order):\n    return sum(order)\n",
+        },
+    )
+    hash_index.update([root])
+    top = hash_index.search("compute_invoice_total", k=2)
+    assert top[0].rel == "billing/invoice.py"
+    assert "defines a queried symbol x1.5" in top[0].priors
+
+
+def test_test_file_loses_to_the_source_it_tests(tmp_path: Path, hash_index: Index) -> None:
+    root = write_tree(
+        tmp_path / "lib",
+        {
+            "tests/test_throttle.py": (
+                "def test_throttle():\n    # throttle limits requests per second\n"
+                "    assert throttle limits requests per second\n"
+            ),
+            "src/throttle.py": "# throttle limits requests per second\nclass Throttle: pass\n",
+        },
+    )
+    hash_index.update([root])
+    hits = hash_index.search("how are requests per second limited", k=2)
+    assert [h.rel for h in hits] == ["src/throttle.py", "tests/test_throttle.py"]
+    assert hits[1].priors == ("test file x0.6",)
+    asked = hash_index.search("tests for requests per second limits", k=2)
+    assert all(hit.priors == () for hit in asked)
+
+
+def test_more_chunks_of_one_file_get_diminishing_returns(tmp_path: Path, hash_index: Index) -> None:
+    body = "\n\n".join(f"section {i} about caching layers " + "filler " * 150 for i in range(4))
+    root = write_tree(
+        tmp_path / "docs", {"cache.md": body, "other.md": "caching layers overview\n"}
+    )
+    hash_index.update([root])
+    hits = hash_index.search("caching layers", k=3)
+    repeated = [hit for hit in hits if hit.rel == "cache.md"]
+    assert any("chunk 2 of this file x0.5" in hit.priors for hit in repeated)
+    assert "other.md" in [hit.rel for hit in hits]

@@ -141,3 +141,12 @@ def test_writer_lock_excludes_a_second_writer(tmp_path: Path) -> None:
         pass
     with write_lock(db, 0):
         pass
+
+
+def test_terms_column_matches_path_and_split_identifiers(store: SqliteStore) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "net/retryPolicy.ts", ["const parseHeaderLine = 1"])])
+    for words in ('"retry"', '"policy"', '"net"', '"header line"', '"parseHeaderLine"'):
+        assert len(store.lexical(words, 10)) == 1, words
+    store.delete_files(folder, ["net/retryPolicy.ts"])
+    assert store.lexical('"retry"', 10) == []

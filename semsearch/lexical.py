@@ -1,0 +1,81 @@
+"""What the BM25 arm sees and asks: chunk terms (text, path, split identifiers) and FTS5 queries.
+
+The FTS5 table has two columns: ``text`` (the chunk) and ``terms`` (the words a person would use
+for it that the text does not spell out: the file's stem and folders, and identifiers split into
+words: ``parseHeaderLine`` → ``parse header line``). Identifiers stay whole in ``text``, so an
+exact identifier still matches exactly. Both columns are derived from the chunk text and its path by
+:func:`chunk_terms`, which must stay deterministic: the index deletes FTS rows by recomputing them.
+"""
+
+from __future__ import annotations
+
+import re
+
+TERMS_VERSION = "1"
+
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD = re.compile(r"\w")
+
+# Words too common to carry meaning in a natural-language query (Lucene's English list).
+_STOP_WORDS_TEXT = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with how what which who whom why when where does do did "
+    "i me my we our you your he she his her its can could should would"
+)
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+def split_identifier(word: str) -> list[str]:
+    """Lower-case parts of a camelCase, PascalCase, snake_case or dotted identifier."""
+    return [part.lower() for part in _PART.findall(word)]
+
+
+def path_terms(rel: str) -> list[str]:
+    """The file's stem and its last three folders, whole and split into words."""
+    parts = rel.split("/")
+    stem = parts[-1].split(".")[0]
+    names = [stem, *parts[-4:-1]]
+    terms: list[str] = []
+    for name in names:
+        pieces = split_identifier(name)
+        terms.extend([name.lower(), *pieces] if len(pieces) > 1 else [name.lower()])
+    return [term for term in terms if term]
+
+
+def identifier_terms(text: str) -> list[str]:
+    """Parts of every compound identifier in the text, each identifier once."""
+    seen: set[str] = set()
+    terms: list[str] = []
+    for match in _IDENTIFIER.finditer(text):
+        word = match.group()
+        if word in seen:
+            continue
+        seen.add(word)
+        pieces = split_identifier(word)
+        if len(pieces) > 1 and "_" not in word:  # unicode61 already splits on "_"
+            terms.extend(pieces)
+    return terms
+
+
+def chunk_terms(rel: str, text: str) -> str:
+    """The ``terms`` column of a chunk."""
+    return " ".join([*path_terms(rel), *identifier_terms(text)])
+
+
+def fts_query(query: str) -> str:
+    """An FTS5 expression: every word quoted (safe for any input), alternatives joined by OR.
+
+    Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts; a
+    camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``).
+    Stop words are dropped when other words remain.
+    """
+    words = [word for word in dict.fromkeys(query.split()) if _WORD.search(word)]
+    meaningful = [word for word in words if word.lower().strip("?.,!:;'\"") not in STOP_WORDS]
+    alternatives: list[str] = []
+    for word in meaningful or words:
+        alternatives.append(word)
+        pieces = split_identifier(word)
+        if len(pieces) > 1 and "_" not in word and "." not in word:
+            alternatives.append(" ".join(pieces))
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in dict.fromkeys(alternatives))

@@ -1,0 +1,137 @@
+"""Ranking priors applied after fusion: cheap, deterministic, and each one named in the result.
+
+- A chunk that *defines* a symbol the query names (``def parse_header``, ``class Foo``,
+  ``function foo``, ``fn foo``…) is boosted. A query word names a symbol when it has a capital
+  letter, ``_``, a digit, ``.`` or ``::`` in it, or is the whole query: plain lower-case words of
+  a sentence ("how the router works") do not.
+- Chunks of tests, examples, fixtures, benchmarks, vendored and generated files are
+  down-weighted, unless the query asks for that kind of file.
+- Many chunks of one file get diminishing returns: the n-th chunk of a file is multiplied by
+  ``FILE_DECAY ** (n - 1)``, so the top results spread over files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from semsearch.lexical import STOP_WORDS
+
+DEFINITION_BOOST = 1.5
+FILE_DECAY = 0.5
+
+# A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
+# "." or "::" inside it (or when the query is that one word).
+_IDENTIFIER_LIKE = re.compile(r"[A-Z_0-9$]|\.|::")
+_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
+_DEFINERS = (
+    r"def|class|function|func|fn|struct|enum|trait|interface|type|impl|module|macro|"
+    r"const|let|var|val|object|record|protocol|typedef|namespace|alias"
+)
+
+# (label, path pattern, query words that lift the penalty, factor)
+_PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
+    (
+        "test",
+        re.compile(
+            r"(^|/)(tests?|__tests__|spec|specs|testing|testdata)/|(^|/)test_[^/]*\.py$|"
+            r"[_.-](test|spec)s?\.[^/]+$|(^|/)conftest\.py$"
+        ),
+        frozenset({"test", "tests", "testing", "spec", "specs", "unittest", "pytest", "fixture"}),
+        0.6,
+    ),
+    (
+        "example",
+        re.compile(r"(^|/)(examples?|samples?|demos?|docs_src|tutorials?)/"),
+        frozenset({"example", "examples", "sample", "demo", "tutorial"}),
+        0.7,
+    ),
+    (
+        "fixture",
+        re.compile(r"(^|/)(fixtures?|mocks?|stubs?)/"),
+        frozenset({"fixture", "fixtures", "mock", "mocks", "stub"}),
+        0.7,
+    ),
+    (
+        "benchmark",
+        re.compile(r"(^|/)(bench|benches|benchmarks?)/"),
+        frozenset({"bench", "benchmark", "benchmarks", "performance"}),
+        0.7,
+    ),
+    (
+        "vendored",
+        re.compile(r"(^|/)(vendor|vendored|third_party|thirdparty|external|node_modules)/"),
+        frozenset({"vendor", "vendored", "third", "party"}),
+        0.6,
+    ),
+    (
+        "generated",
+        re.compile(r"\.min\.(js|css)$|_pb2(_grpc)?\.py$|\.generated\.|(^|/)generated/|\.g\.dart$"),
+        frozenset({"generated", "minified", "protobuf"}),
+        0.6,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    """What the priors need to know about a query."""
+
+    words: frozenset[str]
+    symbols: tuple[str, ...]
+    definition: re.Pattern[str] | None
+
+
+_MODIFIERS = (
+    r"export|default|pub(?:\([\w:]+\))?|async|static|public|private|protected|internal|inline|"
+    r"extern|abstract|final|override|virtual|unsafe|local|readonly|template\s*<[^>]*>"
+)
+
+
+def _definition_pattern(names: Sequence[str]) -> re.Pattern[str]:
+    """Lines that define one of the names: a definer keyword (with modifiers and a Go receiver)
+    before it, or an assignment / shell function right after it at the start of a line."""
+    alternatives = "|".join(sorted(set(names), key=len, reverse=True))
+    return re.compile(
+        rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*"
+        rf"(?:(?:{_DEFINERS})\s+(?:\([^)\n]*\)\s*)?[*&]?(?:{alternatives})\b"
+        rf"|(?:{alternatives})\s*(?:=(?!=)|:=|\(\)\s*\{{))",
+        re.MULTILINE,
+    )
+
+
+def query_info(query: str) -> QueryInfo:
+    """Lower-cased words and the identifier-like names of a query."""
+    words = frozenset(word.lower() for word in re.findall(r"\w+", query))
+    found = [m.group() for m in _QUERY_WORD.finditer(query)]
+    symbols = tuple(
+        dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
+    )
+    names = [re.escape(symbol.replace("::", ".").split(".")[-1]) for symbol in symbols]
+    names = [name for name in names if len(name) >= 3 and name.lower() not in STOP_WORDS]
+    return QueryInfo(words, symbols, _definition_pattern(names) if names else None)
+
+
+def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]]:
+    """The (name, factor) priors that apply to one chunk."""
+    priors: list[tuple[str, float]] = []
+    if info.definition is not None and info.definition.search(text):
+        priors.append(("defines a queried symbol", DEFINITION_BOOST))
+    lowered = rel.lower()
+    for label, pattern, lifted_by, factor in _PATH_KINDS:
+        if pattern.search(lowered) and not info.words & lifted_by:
+            priors.append((f"{label} file", factor))
+            break
+    return priors
+
+
+def decay_factors(files: Sequence[str]) -> list[float]:
+    """Diminishing returns per file for results in rank order: 1, FILE_DECAY, FILE_DECAY², …"""
+    seen: dict[str, int] = {}
+    factors: list[float] = []
+    for file in files:
+        count = seen.get(file, 0)
+        factors.append(FILE_DECAY**count)
+        seen[file] = count + 1
+    return factors

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint bench clean
+.PHONY: install test lint bench bench-full clean
 
 $(BIN)/semsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,26 @@ lint: install
 	$(BIN)/ruff format --check semsearch tests bench
 	$(BIN)/mypy
 
+# Quick set (a few minutes once the SciFact index exists); bench/README.md explains each script.
+EVAL ?= ../shared/eval
+BENCH_WORK ?= /tmp/semsearch-bench
+
 bench: install
+	bash bench/corpora.sh $(BENCH_WORK)/corpora
+	$(BIN)/python bench/throughput.py $(BENCH_WORK)/corpora/requests
 	$(BIN)/python bench/latency.py --chunks 10000
+	$(BIN)/python bench/quality.py $(EVAL)/scifact --reuse-index --limit-queries 100
+
+# Everything in bench/RESULTS.md (an hour or more on 2 cores; codesearch needs its fetch.sh first).
+bench-full: install
+	bash bench/corpora.sh $(BENCH_WORK)/corpora
+	$(BIN)/python bench/throughput.py $(BENCH_WORK)/corpora/requests
+	$(BIN)/python bench/throughput.py $(BENCH_WORK)/corpora/cpython-mix
+	$(BIN)/python bench/latency.py --chunks 10000 --chunks 100000
+	$(BIN)/python bench/quality.py $(EVAL)/scifact
+	bash $(EVAL)/codesearch/fetch.sh --dest $(BENCH_WORK)/codesearch-repos
+	$(BIN)/python bench/codesearch.py $(EVAL)/codesearch --repos $(BENCH_WORK)/codesearch-repos
+	bash bench/footprint.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -345,7 +345,10 @@ def _explain(hit: Hit) -> str:
     def rank(value: int | None) -> str:
         return f"#{value}" if value else "-"
 
-    parts = [f"vector {rank(hit.vector_rank)}", f"bm25 {rank(hit.lexical_rank)}", *hit.priors]
+    parts = [f"vector {rank(hit.vector_rank)}", f"bm25 {rank(hit.lexical_rank)}"]
+    if hit.definition_rank:
+        parts.append(f"definitions #{hit.definition_rank}")
+    parts.extend(hit.priors)
     return "     " + "  ·  ".join(parts)
 
 

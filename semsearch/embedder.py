@@ -9,6 +9,7 @@ never embed never pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -26,7 +27,10 @@ from semsearch.errors import ModelError
 MODEL_WINDOW = 256
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-BATCH_TOKENS = 8192
+# Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):
+# 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big batches spill
+# the caches and grow onnxruntime's arena). See bench/RESULTS.md.
+BATCH_TOKENS = 512
 MAX_BATCH = 64
 
 FloatMatrix = np.ndarray[Any, np.dtype[np.float32]]
@@ -46,6 +50,10 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
         """Return an (n, dim) float32 matrix of unit vectors, in input order."""
+        ...
+
+    def preload(self) -> None:
+        """Start loading the model in the background (a hint; may do nothing)."""
         ...
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
@@ -142,6 +150,7 @@ class OnnxEmbedder:
         self._tokenizer = load_tokenizer(tokenizer_file)
         self._threads = threads or os.cpu_count() or 1
         self._session: Any = None
+        self._loader: threading.Thread | None = None
         self._model_id: str | None = None
 
     @property
@@ -164,7 +173,24 @@ class OnnxEmbedder:
         ).offsets
         return offsets
 
-    def _load(self) -> Any:
+    def preload(self) -> None:
+        """Start loading the model in a background thread; the next :meth:`embed` waits for it.
+
+        onnxruntime releases the GIL while it builds the session (~0.2 s), so a caller can read
+        the index meanwhile. Errors surface on the next :meth:`embed`.
+        """
+        if self._session is None and self._loader is None:
+            self._loader = threading.Thread(target=self._load_quietly, daemon=True)
+            self._loader.start()
+
+    def _load_quietly(self) -> None:
+        with contextlib.suppress(ModelError):  # embed() loads again and raises it
+            self._load(from_loader=True)
+
+    def _load(self, from_loader: bool = False) -> Any:
+        if self._loader is not None and not from_loader:
+            self._loader.join()
+            self._loader = None
         if self._session is None:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
             self._session = _session(self._model_file, self._threads)
@@ -234,7 +260,8 @@ def pool_and_normalise(hidden: FloatMatrix, mask: np.ndarray[Any, Any]) -> Float
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+    unit: FloatMatrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
 
 
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -251,6 +278,9 @@ class HashEmbedder:
         """A fixed id, distinct from any real model."""
         return f"hash-bow-{self.dim}"
 
+    def preload(self) -> None:
+        """Nothing to load."""
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """One token per word or punctuation mark."""
         return [match.span() for match in _WORD.finditer(text)]
@@ -263,4 +293,5 @@ class HashEmbedder:
                 digest = hashlib.blake2b(word.encode(), digest_size=4).digest()
                 out[row, int.from_bytes(digest, "little") % self.dim] += 1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: FloatMatrix = (out / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit

@@ -1,17 +1,19 @@
 """What the BM25 arm sees and asks: chunk terms (text, path, split identifiers) and FTS5 queries.
 
-The FTS5 table has two columns: ``text`` (the chunk) and ``terms`` (the words a person would use
+The FTS5 table has three columns: ``text`` (the chunk), ``terms`` (the words a person would use
 for it that the text does not spell out: the file's stem and folders, and identifiers split into
-words: ``parseHeaderLine`` → ``parse header line``). Identifiers stay whole in ``text``, so an
-exact identifier still matches exactly. Both columns are derived from the chunk text and its path by
-:func:`chunk_terms`, which must stay deterministic: the index deletes FTS rows by recomputing them.
+words: ``parseHeaderLine`` → ``parse header line``) and ``defines`` (the names the chunk defines,
+see :func:`definitions`). Identifiers stay whole in ``text``, so an exact identifier still matches
+exactly. The columns are derived from the chunk text and its path by :func:`chunk_terms` and
+:func:`definitions`, which must stay deterministic: the index deletes FTS rows by recomputing
+them (bump ``TERMS_VERSION`` when they change).
 """
 
 from __future__ import annotations
 
 import re
 
-TERMS_VERSION = "1"
+TERMS_VERSION = "2"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -24,6 +26,35 @@ _STOP_WORDS_TEXT = (
     "i me my we our you your he she his her its can could should would"
 )
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+_DEFINERS = (
+    r"def|class|function|func|fn|struct|enum|union|trait|interface|type|impl|module|macro|"
+    r"const|let|var|val|object|record|protocol|typedef|namespace|alias|defmodule|defp?"
+)
+_MODIFIERS = (
+    r"export|default|pub(?:\([\w:]+\))?|async|static|public|private|protected|internal|inline|"
+    r"extern|abstract|final|override|virtual|unsafe|local|readonly|template\s*<[^>\n]*>"
+)
+# A definition: a definer keyword (after modifiers, with an optional Go receiver) and the name,
+# at any indentation; or, at the start of a line, `NAME =` / `NAME :=` / a shell `NAME() {`.
+_DEFINITION = re.compile(
+    rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?:{_DEFINERS})\s+(?:\([^)\n]*\)\s*)?[*&]?"
+    rf"(?P<keyword>[A-Za-z_$][\w$]*)"
+    r"|^(?P<assigned>[A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?(?:=(?!=)|:=)"
+    r"|^(?:function[ \t]+)?(?P<shell>[A-Za-z_][\w-]*)[ \t]*\(\)[ \t]*\{",
+    re.MULTILINE,
+)
+
+
+def definitions(text: str) -> list[str]:
+    """Names the text defines (functions, classes, types, constants, top-level assignments)."""
+    names: dict[str, None] = {}
+    for match in _DEFINITION.finditer(text):
+        name = match.group("keyword") or match.group("assigned") or match.group("shell")
+        if name and len(name) > 1:
+            names[name] = None
+    return list(names)
 
 
 def split_identifier(word: str) -> list[str]:

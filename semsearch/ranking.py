@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from semsearch.lexical import STOP_WORDS
+from semsearch.lexical import STOP_WORDS, definitions
 
 DEFINITION_BOOST = 1.5
 FILE_DECAY = 0.5
@@ -25,10 +25,6 @@ FILE_DECAY = 0.5
 # "." or "::" inside it (or when the query is that one word).
 _IDENTIFIER_LIKE = re.compile(r"[A-Z_0-9$]|\.|::")
 _QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
-_DEFINERS = (
-    r"def|class|function|func|fn|struct|enum|trait|interface|type|impl|module|macro|"
-    r"const|let|var|val|object|record|protocol|typedef|namespace|alias"
-)
 
 # (label, path pattern, query words that lift the penalty, factor)
 _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
@@ -79,26 +75,7 @@ class QueryInfo:
     """What the priors need to know about a query."""
 
     words: frozenset[str]
-    symbols: tuple[str, ...]
-    definition: re.Pattern[str] | None
-
-
-_MODIFIERS = (
-    r"export|default|pub(?:\([\w:]+\))?|async|static|public|private|protected|internal|inline|"
-    r"extern|abstract|final|override|virtual|unsafe|local|readonly|template\s*<[^>]*>"
-)
-
-
-def _definition_pattern(names: Sequence[str]) -> re.Pattern[str]:
-    """Lines that define one of the names: a definer keyword (with modifiers and a Go receiver)
-    before it, or an assignment / shell function right after it at the start of a line."""
-    alternatives = "|".join(sorted(set(names), key=len, reverse=True))
-    return re.compile(
-        rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*"
-        rf"(?:(?:{_DEFINERS})\s+(?:\([^)\n]*\)\s*)?[*&]?(?:{alternatives})\b"
-        rf"|(?:{alternatives})\s*(?:=(?!=)|:=|\(\)\s*\{{))",
-        re.MULTILINE,
-    )
+    names: tuple[str, ...]
 
 
 def query_info(query: str) -> QueryInfo:
@@ -108,15 +85,15 @@ def query_info(query: str) -> QueryInfo:
     symbols = tuple(
         dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
     )
-    names = [re.escape(symbol.replace("::", ".").split(".")[-1]) for symbol in symbols]
-    names = [name for name in names if len(name) >= 3 and name.lower() not in STOP_WORDS]
-    return QueryInfo(words, symbols, _definition_pattern(names) if names else None)
+    names = [symbol.replace("::", ".").split(".")[-1] for symbol in symbols]
+    names = [name for name in dict.fromkeys(names) if len(name) > 1]
+    return QueryInfo(words, tuple(n for n in names if n.lower() not in STOP_WORDS))
 
 
 def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]]:
     """The (name, factor) priors that apply to one chunk."""
     priors: list[tuple[str, float]] = []
-    if info.definition is not None and info.definition.search(text):
+    if info.names and not set(info.names).isdisjoint(definitions(text)):
         priors.append(("defines a queried symbol", DEFINITION_BOOST))
     lowered = rel.lower()
     for label, pattern, lifted_by, factor in _PATH_KINDS:

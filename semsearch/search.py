@@ -19,13 +19,14 @@ import pathspec
 
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
-from semsearch.lexical import fts_query
-from semsearch.ranking import FILE_DECAY, chunk_priors, query_info
+from semsearch.lexical import definitions, fts_query
+from semsearch.ranking import FILE_DECAY, QueryInfo, chunk_priors, query_info
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")
 CANDIDATES = 60  # fused candidates that priors may reorder
+DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Hit:
     text: str
     vector_rank: int | None = None
     lexical_rank: int | None = None
+    definition_rank: int | None = None
     priors: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
@@ -57,6 +59,7 @@ class Hit:
             "score": round(self.score, 6),
             "vectorRank": self.vector_rank,
             "bm25Rank": self.lexical_rank,
+            "definitionRank": self.definition_rank,
             "priors": list(self.priors),
             "text": self.text,
         }
@@ -88,18 +91,14 @@ class VectorCache:
         generation = store.generation()
         if generation == self.generation:
             return
-        current = store.chunk_ids()
-        keep = np.isin(self.ids, current, assume_unique=True)
-        newest = int(self.ids[-1]) if len(self.ids) else 0
-        ids, file_ids, matrix = store.vectors(newest)
-        if len(self.ids) and keep.all() and not len(ids):
-            self.generation = generation
-            self.refs = {ref.id: ref for ref in store.file_refs()}
-            return
-        old = self.matrix[keep] if len(self.ids) else np.zeros((0, matrix.shape[1]), np.float32)
-        self.ids = np.concatenate([self.ids[keep], ids])
-        self.file_ids = np.concatenate([self.file_ids[keep], file_ids])
-        self.matrix = np.ascontiguousarray(np.concatenate([old, matrix]) if len(old) else matrix)
+        keep = np.isin(self.ids, store.chunk_ids(), assume_unique=True) if len(self.ids) else None
+        if keep is not None and keep.any():
+            ids, file_ids, matrix = store.vectors(int(self.ids[-1]))
+            self.ids = np.concatenate([self.ids[keep], ids])
+            self.file_ids = np.concatenate([self.file_ids[keep], file_ids])
+            self.matrix = np.ascontiguousarray(np.concatenate([self.matrix[keep], matrix]))
+        else:  # first load, or nothing left to keep: one read of everything
+            self.ids, self.file_ids, self.matrix = store.vectors(0)
         self.refs = {ref.id: ref for ref in store.file_refs()}
         self.generation = generation
 
@@ -169,67 +168,75 @@ def search(
     store: Store, embedder: Embedder, cache: VectorCache, query: str, options: SearchOptions
 ) -> list[Hit]:
     """Rank the index's chunks for a query (see the module docstring for scores)."""
+    _validate(query, options)
+    if options.mode != "bm25":
+        embedder.preload()  # the model session builds while the vectors load
+    cache.refresh(store)
+    allowed = allowed_files(cache.refs, options.folder, options.glob)
+    if allowed is not None and not len(allowed):
+        return []
+    pool = max(options.k * 5, 50)
+    info = query_info(query)
+    file_ids = None if allowed is None else [int(i) for i in allowed]
+    arms: dict[str, list[int]] = {}
+    query_vector = None
+    if options.mode != "bm25" and len(cache.ids):
+        check_model(store, embedder, str(getattr(store, "path", "")))
+        query_vector = embedder.embed([query])[0]
+        arms["vector"] = cache.top(query_vector, pool, allowed)
+    if options.mode != "vector":
+        expression = fts_query(query)
+        arms["bm25"] = store.lexical(expression, pool, file_ids) if expression else []
+        if info.names:
+            arms["definitions"] = _definitions(store, info, file_ids)
+    if options.mode == "vector":
+        scores = cache.cosine(query_vector, arms["vector"]) if query_vector is not None else {}
+    else:
+        used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
+        best_possible = len(used) / (options.rrf_k + 1)
+        scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
+    return _assemble(store, info, options.k, scores, arms)
+
+
+def _validate(query: str, options: SearchOptions) -> None:
     if not query.strip():
         raise UsageError("The query is empty. Give some words to search for.")
     if options.k < 1:
         raise UsageError(f"k must be at least 1, got {options.k}.")
     if options.mode not in MODES:
         raise UsageError(f"Unknown mode {options.mode!r}: use one of {', '.join(MODES)}.")
-    cache.refresh(store)
-    allowed = allowed_files(cache.refs, options.folder, options.glob)
-    if allowed is not None and not len(allowed):
-        return []
-    pool = max(options.k * 5, 50)
-    vector_ranking: list[int] = []
-    lexical_ranking: list[int] = []
-    query_vector = None
-    if options.mode != "bm25" and len(cache.ids):
-        check_model(store, embedder, str(getattr(store, "path", "")))
-        query_vector = embedder.embed([query])[0]
-        vector_ranking = cache.top(query_vector, pool, allowed)
-    if options.mode != "vector":
-        expression = fts_query(query)
-        if expression:
-            ids = None if allowed is None else [int(i) for i in allowed]
-            lexical_ranking = store.lexical(expression, pool, ids)
-    rankings = (vector_ranking, lexical_ranking)
-    return _assemble(store, cache, query, options, rankings, query_vector)
+
+
+def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> list[int]:
+    """Chunks that define a queried symbol, in BM25 order: a third arm for symbol queries.
+
+    The FTS ``defines`` column finds them (case-folded and stemmed), the exact name confirms.
+    """
+    names = " OR ".join('"' + name.replace('"', '""') + '"' for name in info.names)
+    rows = store.chunks(store.lexical(f"defines : ({names})", DEFINITION_POOL, file_ids))
+    wanted = set(info.names)
+    return [row.id for row in rows if not wanted.isdisjoint(definitions(row.text))]
 
 
 def _assemble(
-    store: Store,
-    cache: VectorCache,
-    query: str,
-    options: SearchOptions,
-    rankings: tuple[list[int], list[int]],
-    query_vector: np.ndarray[Any, Any] | None,
+    store: Store, info: QueryInfo, k: int, scores: dict[int, float], arms: dict[str, list[int]]
 ) -> list[Hit]:
-    vector_ranking, lexical_ranking = rankings
-    if options.mode == "vector":
-        scores = {}
-        if query_vector is not None and vector_ranking:
-            scores = cache.cosine(query_vector, vector_ranking)
-    else:
-        arms = [vector_ranking, lexical_ranking] if options.mode == "hybrid" else [lexical_ranking]
-        best_possible = len(arms) / (options.rrf_k + 1)
-        scores = {cid: s / best_possible for cid, s in rrf(arms, options.rrf_k).items()}
     order = sorted(scores, key=lambda cid: -scores[cid])
-    ranks = (
-        {cid: rank for rank, cid in enumerate(vector_ranking, start=1)},
-        {cid: rank for rank, cid in enumerate(lexical_ranking, start=1)},
-    )
-    info = query_info(query)
+    ranks = {
+        name: {cid: rank for rank, cid in enumerate(ranking, start=1)}
+        for name, ranking in arms.items()
+    }
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]] = []
-    for row in store.chunks(order[: max(options.k * 4, CANDIDATES)]):
+    for row in store.chunks(order[: max(k * 4, CANDIDATES)]):
         priors = chunk_priors(row.rel, row.text, info)
         candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
-    return _select(candidates, options.k, ranks)
+    return _select(candidates, k, ranks)
 
 
 def _select(
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
     k: int,
-    ranks: tuple[dict[int, int], dict[int, int]],
+    ranks: dict[str, dict[int, int]],
 ) -> list[Hit]:
     """Best first, skipping overlapping chunks; the n-th chunk of a file gets FILE_DECAY^(n-1).
 
@@ -252,7 +259,8 @@ def _select(
         notes = [f"{name} x{factor:g}" for name, factor in priors]
         if seen:
             notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
-        hits.append(_hit(row, -negative, ranks[0].get(row.id), ranks[1].get(row.id), tuple(notes)))
+        row_ranks = {name: found.get(row.id) for name, found in ranks.items()}
+        hits.append(_hit(row, -negative, row_ranks, tuple(notes)))
     return hits
 
 
@@ -268,13 +276,7 @@ def _overlaps(row: ChunkRow, hits: list[Hit]) -> bool:
     return False
 
 
-def _hit(
-    row: ChunkRow,
-    score: float,
-    vector_rank: int | None,
-    lexical_rank: int | None,
-    priors: tuple[str, ...] = (),
-) -> Hit:
+def _hit(row: ChunkRow, score: float, ranks: dict[str, int | None], priors: tuple[str, ...]) -> Hit:
     path = row.folder_path.rstrip("/") + "/" + row.rel
     return Hit(
         path=path,
@@ -286,7 +288,8 @@ def _hit(
         page=row.page,
         score=score,
         text=row.text,
-        vector_rank=vector_rank,
-        lexical_rank=lexical_rank,
+        vector_rank=ranks.get("vector"),
+        lexical_rank=ranks.get("bm25"),
+        definition_rank=ranks.get("definitions"),
         priors=priors,
     )

@@ -18,11 +18,12 @@ On-disk format (schema version 1)::
         text: a verbatim slice of the extracted text; offsets are str (code point) indices;
         lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised.
         Chunk ids are never reused, so a reader can refresh only what changed.
-    chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text) and
-        `terms` (path and split-identifier words, see semsearch.lexical), tokenizer
-        `porter unicode61 remove_diacritics 2`. Triggers keep it in step with `chunks`; they call
-        the SQL function `ss_terms(rel, text)`, which every connection of semsearch registers
-        (a connection without it cannot write chunks, rather than corrupt the FTS index).
+    chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
+        `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
+        semsearch.lexical), tokenizer `porter unicode61 remove_diacritics 2`. Triggers keep it in
+        step with `chunks`; they call the SQL functions `ss_terms(rel, text)` and
+        `ss_defines(text)`, which every connection of semsearch registers (a connection without
+        them cannot write chunks, rather than corrupt the FTS index).
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`).
@@ -43,14 +44,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
-from semsearch.lexical import TERMS_VERSION, chunk_terms
+from semsearch.lexical import TERMS_VERSION, chunk_terms, definitions
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
-TEXT_WEIGHT, TERMS_WEIGHT = 1.0, 0.5  # BM25 column weights of chunks_fts
+BM25_WEIGHTS = "1.0, 0.5, 0.5"  # BM25 weights of chunks_fts's text, terms, defines
 
-MIGRATIONS: tuple[str, ...] = (
-    """
+# Schema version 1: the tables. Its first form also had an external-content FTS5 table over
+# `text`; version 2 replaced it with the contentless three-column table (FTS_SQL).
+TABLES_SQL = """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE folders(
         id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, name TEXT NOT NULL, last_indexed REAL);
@@ -66,18 +68,33 @@ MIGRATIONS: tuple[str, ...] = (
         start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
         text TEXT NOT NULL, vector BLOB NOT NULL);
     CREATE INDEX chunks_file ON chunks(file_id);
+"""
+
+FTS_SQL = """
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TABLE IF EXISTS chunks_fts;
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        text, terms, content='', tokenize='porter unicode61 remove_diacritics 2');
+        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
     CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-        INSERT INTO chunks_fts(rowid, text, terms) VALUES (new.id, new.text,
-            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text));
+        INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
+            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),
+            ss_defines(new.text));
     END;
     CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
-        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms) VALUES ('delete', old.id, old.text,
-            ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text));
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines) VALUES ('delete', old.id,
+            old.text, ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text),
+            ss_defines(old.text));
     END;
-    """,
-)
+    INSERT INTO chunks_fts(rowid, text, terms, defines)
+        SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
+        FROM chunks c JOIN files x ON x.id = c.file_id;
+"""
+
+# Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
+# stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
+MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL)
+PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 
 
 @dataclass(frozen=True)
@@ -190,7 +207,12 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.create_function("ss_terms", 2, _terms, deterministic=True)
+    conn.create_function("ss_defines", 1, _defines, deterministic=True)
     return conn
+
+
+def _defines(text: str) -> str:
+    return " ".join(definitions(text))
 
 
 def _terms(rel: str | None, text: str) -> str:
@@ -221,17 +243,21 @@ class SqliteStore:
                 f"Index {self.path} has schema version {version}; this semsearch knows "
                 f"{SCHEMA_VERSION}. Upgrade semsearch."
             )
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION and self.meta("terms_version") == TERMS_VERSION:
             return
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        if version == 0:
+            self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            self._conn.execute("PRAGMA journal_mode=WAL")
         with self._write():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version, SCHEMA_VERSION):
-                for statement in _split_sql(MIGRATIONS[number]):
-                    self._conn.execute(statement)
+            steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
+            if version == SCHEMA_VERSION and self.meta("terms_version") != TERMS_VERSION:
+                steps.append(FTS_SQL)
+            for statement in (sql for step in steps for sql in _split_sql(step)):
+                self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            self._set_meta("schema_version", str(SCHEMA_VERSION))
             self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
+            self._set_meta("schema_version", str(SCHEMA_VERSION))
             self._set_meta("terms_version", TERMS_VERSION)
 
     @contextlib.contextmanager
@@ -440,7 +466,7 @@ class SqliteStore:
         if file_ids is None:
             rows = self._conn.execute(
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-                f" ORDER BY bm25(chunks_fts, {TEXT_WEIGHT}, {TERMS_WEIGHT}) LIMIT ?",
+                f" ORDER BY bm25(chunks_fts, {BM25_WEIGHTS}) LIMIT ?",
                 (match, limit),
             )
             return [r[0] for r in rows]
@@ -450,7 +476,7 @@ class SqliteStore:
         rows = self._conn.execute(
             "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
             " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
-            f" ORDER BY bm25(chunks_fts, {TEXT_WEIGHT}, {TERMS_WEIGHT}) LIMIT ?",
+            f" ORDER BY bm25(chunks_fts, {BM25_WEIGHTS}) LIMIT ?",
             (match, limit),
         )
         return [r[0] for r in rows]

@@ -102,7 +102,7 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--explain")
-    assert "vector #1  ·  bm25 #1  ·  defines a queried symbol x1.5" in out
+    assert "vector #1  ·  bm25 #1  ·  definitions #1  ·  defines a queried symbol x1.5" in out
     code, out, _ = run(capsys, "status")
     assert "files         1" in out and "chunks        1" in out and "0 changed since" in out
     (project / "new.md").write_text("fresh\n")

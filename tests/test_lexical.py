@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from semsearch.lexical import chunk_terms, fts_query, identifier_terms, path_terms, split_identifier
+from semsearch.lexical import (
+    chunk_terms,
+    definitions,
+    fts_query,
+    identifier_terms,
+    path_terms,
+    split_identifier,
+)
 
 
 @pytest.mark.parametrize(
@@ -66,3 +73,24 @@ def test_chunk_terms_join_path_and_identifiers() -> None:
 )
 def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
     assert fts_query(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        ("class BaseModel(metaclass=Meta):", ["BaseModel"]),
+        ("    async def fetch_all(self):", ["fetch_all"]),
+        ("export default async function handler(req) {", ["handler"]),
+        ("func (r *Router) ServeHTTP(w http.ResponseWriter) {", ["ServeHTTP"]),
+        ("pub(crate) fn parse_header(x: &str) -> u8 {", ["parse_header"]),
+        ("pub const Allocator = struct {", ["Allocator"]),
+        ("template <typename T> class basic_json", ["basic_json"]),
+        ("MAX_RETRIES: int = 3", ["MAX_RETRIES"]),
+        ("bats_test_begin() {", ["bats_test_begin"]),
+        ("    local_alias = make_thing()", []),
+        ("if retries == 3:", []),
+        ("result = compute(x)  # a call", ["result"]),
+    ],
+)
+def test_definitions(line: str, names: list[str]) -> None:
+    assert definitions(line) == names

@@ -1,0 +1,211 @@
+"""Search latency on a synthetic index of N chunks: warm (library) and cold (CLI) search.
+
+    python bench/latency.py --chunks 10000 [--chunks 100000] [--reuse-index]
+
+The index is written directly through ``SqliteStore.write_files``: random unit vectors, text of
+~150 words drawn with a Zipf-like law from the model's own vocabulary (so BM25 sees common and
+rare words), 10 chunks per file, and the real model id so vector searches run. Warm latency is
+``Index.search`` in one process (what the MCP server does) after one warm-up query; cold latency
+is ``python -m semsearch --index DB search QUERY`` wall time as a user runs it, median of runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchlib import (
+    DEFAULT_WORK,
+    bench_env,
+    child_env,
+    index_bytes,
+    machine,
+    median,
+    percentile,
+    wait_for_quiet,
+    write_json,
+)
+
+from semsearch.config import load_settings
+from semsearch.embedder import OnnxEmbedder, load_tokenizer
+from semsearch.index import Index
+from semsearch.store import ChunkRecord, FileWrite, SqliteStore
+
+CHUNKS_PER_FILE = 10
+WORDS_PER_CHUNK = 150
+DIM = 384
+WARM_QUERIES = 200
+COLD_RUNS = 7
+
+
+def vocabulary() -> list[str]:
+    """Whole lowercase words (4+ letters) of the model's WordPiece vocabulary, in vocab order."""
+    path = Path(str(resources.files("semsearch") / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"))
+    vocab = load_tokenizer(path).get_vocab()
+    words = sorted((w for w in vocab if w.isalpha() and w.islower() and len(w) >= 4), key=vocab.get)
+    return words
+
+
+class WordSource:
+    """Zipf-like word sampler (weight 1/rank), seeded."""
+
+    def __init__(self, seed: int) -> None:
+        self.words = vocabulary()
+        self.rng = random.Random(seed)
+        weights = [1.0 / (rank + 1) for rank in range(len(self.words))]
+        self.cumulative = list(np.cumsum(weights))
+
+    def text(self, count: int) -> str:
+        """``count`` words, ten to a line."""
+        words = self.rng.choices(self.words, cum_weights=self.cumulative, k=count)
+        return "\n".join(" ".join(words[i : i + 10]) for i in range(0, count, 10))
+
+
+def build(index_path: Path, chunks: int, model_id: str) -> float:
+    """Write ``chunks`` synthetic chunks; returns seconds taken."""
+    started = time.perf_counter()
+    for stale in index_path.parent.glob(index_path.name + "*"):
+        stale.unlink()
+    store = SqliteStore(index_path, create=True)
+    store.set_model(model_id, DIM)
+    folder = store.ensure_folder(str(index_path.parent / "synthetic"), "synthetic")
+    rng = np.random.default_rng(0)
+    source = WordSource(0)
+    files = (chunks + CHUNKS_PER_FILE - 1) // CHUNKS_PER_FILE
+    batch: list[FileWrite] = []
+    for number in range(files):
+        count = min(CHUNKS_PER_FILE, chunks - number * CHUNKS_PER_FILE)
+        records = tuple(
+            ChunkRecord(1 + 15 * i, 15 * (i + 1), 0, 0, None, source.text(WORDS_PER_CHUNK))
+            for i in range(count)
+        )
+        vectors = rng.standard_normal((count, DIM)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        batch.append(
+            FileWrite(
+                folder,
+                f"d{number // 100:04d}/f{number:06d}.txt",
+                0,
+                0,
+                None,
+                "ok",
+                "text",
+                records,
+                vectors,
+            )
+        )
+        if len(batch) == 200:
+            store.write_files(batch)
+            batch = []
+    store.write_files(batch)
+    store.mark_indexed(folder)
+    store.close()
+    return time.perf_counter() - started
+
+
+def queries(count: int, seed: int = 1) -> list[str]:
+    """Short queries (2-6 words) from the same word law."""
+    source = WordSource(seed)
+    return [source.text(source.rng.randint(2, 6)).replace("\n", " ") for _ in range(count)]
+
+
+def warm(settings_env: dict[str, str], mode: str) -> dict[str, float]:
+    """p50/p95 of ``Index.search`` (k=10) in one process, after one warm-up query."""
+    index = Index(load_settings(settings_env))
+    try:
+        started = time.perf_counter()
+        index.search("warm up", k=10, mode=mode)  # type: ignore[arg-type]
+        first = time.perf_counter() - started
+        times = []
+        for query in queries(WARM_QUERIES):
+            started = time.perf_counter()
+            index.search(query, k=10, mode=mode)  # type: ignore[arg-type]
+            times.append(time.perf_counter() - started)
+    finally:
+        index.close()
+    return {
+        "first_ms": first * 1000,
+        "p50_ms": percentile(times, 50) * 1000,
+        "p95_ms": percentile(times, 95) * 1000,
+    }
+
+
+def cold(work: Path, index_path: Path) -> dict[str, Any]:
+    """Median wall time of the CLI search, and of the bare import of the CLI module."""
+    env = child_env(work)
+    search = [sys.executable, "-m", "semsearch", "--index", str(index_path), "search", "-k", "10"]
+    runs = []
+    for query in queries(COLD_RUNS, seed=2):
+        started = time.perf_counter()
+        subprocess.run([*search, query], env=env, check=True, capture_output=True)
+        runs.append(time.perf_counter() - started)
+    imports = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import semsearch.cli"], env=env, check=True)
+        imports.append(time.perf_counter() - started)
+    return {
+        "cli_median_s": median(runs),
+        "cli_runs_s": [round(r, 3) for r in runs],
+        "import_cli_s": median(imports),
+    }
+
+
+def measure(chunks: int, reuse: bool) -> dict[str, Any]:
+    """Build (or reuse) the index of ``chunks`` chunks and time searches on it."""
+    work = DEFAULT_WORK / f"latency-{chunks}"
+    env = bench_env(work)
+    index_path = Path(env["SS_INDEX_PATH"])
+    fig: dict[str, Any] = {"chunks": chunks}
+    if not (reuse and index_path.exists()):
+        model_id = OnnxEmbedder(load_settings(env).model_dir).model_id
+        fig["build_s"] = build(index_path, chunks, model_id)
+    fig["index_bytes"] = index_bytes(index_path)
+    wait_for_quiet()
+    for mode in ("hybrid", "vector", "bm25"):
+        fig[mode] = warm(env, mode)
+    wait_for_quiet()
+    fig.update(cold(work, index_path))
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure each requested size and print a table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--chunks",
+        type=int,
+        action="append",
+        metavar="N",
+        help="index size (repeatable; default 10000)",
+    )
+    parser.add_argument("--reuse-index", action="store_true", help="keep an index built before")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    results = [measure(n, args.reuse_index) for n in args.chunks or [10_000]]
+    print(f"{'chunks':>8} {'mode':7} {'first ms':>9} {'p50 ms':>7} {'p95 ms':>7}")
+    for fig in results:
+        for mode in ("hybrid", "vector", "bm25"):
+            m = fig[mode]
+            print(
+                f"{fig['chunks']:8} {mode:7} {m['first_ms']:9.1f} {m['p50_ms']:7.1f} "
+                f"{m['p95_ms']:7.1f}"
+            )
+        print(
+            f"{fig['chunks']:8} cold `semsearch search`: median {fig['cli_median_s']:.3f} s "
+            f"(runs {fig['cli_runs_s']}); `import semsearch.cli` {fig['import_cli_s']:.3f} s; "
+            f"index {fig['index_bytes'] / 1e6:.1f} MB"
+        )
+    write_json(args.json, {"machine": machine(), "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Indexing throughput and memory: index a folder from scratch in a child process.
+
+    python bench/throughput.py CORPUS_DIR [--json PATH] [--no-raw]
+
+Reports wall time as a user sees it (interpreter start, imports, model load, index run), files,
+chunks, model tokens (special tokens included, clipped to the 256-token window), chunks/s and
+tokens/s of the index run, peak RSS of the child (``ru_maxrss`` from ``wait4``, plus a 0.1 s
+VmRSS sample curve), index size on disk per chunk, and the raw model speed: tokens/s of
+onnxruntime alone on a sample of the same chunk texts, sorted by length, at the best batch size.
+``efficiency`` = pipeline tokens/s ÷ raw tokens/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from benchlib import (
+    DEFAULT_WORK,
+    BusyMeter,
+    RssSampler,
+    bench_env,
+    child_env,
+    index_bytes,
+    machine,
+    wait_for_quiet,
+    write_json,
+)
+
+RAW_SAMPLE = 384
+RAW_BATCHES = (4, 8, 16, 32)
+WINDOW = 256
+
+
+def child(corpus: Path, out: Path) -> int:
+    """Runs in the child: import, load the model, index the corpus, write timings as JSON."""
+    started = time.perf_counter()
+    from semsearch.config import load_settings
+    from semsearch.embedder import OnnxEmbedder
+    from semsearch.index import Index
+
+    imported = time.perf_counter()
+    settings = load_settings(os.environ)
+    embedder = OnnxEmbedder(settings.model_dir)
+    embedder.embed(["load the model"])
+    loaded = time.perf_counter()
+    index = Index(settings, embedder)
+    report = index.update([corpus.resolve()])
+    index.close()
+    done = time.perf_counter()
+    payload = {
+        "import_s": imported - started,
+        "model_load_s": loaded - imported,
+        "update_s": done - loaded,
+        "files": report.total("indexed"),
+        "chunks": report.total("chunks"),
+        "skipped": report.total("skipped"),
+        "errors": sum(len(f.problems) for f in report.folders),
+    }
+    out.write_text(json.dumps(payload), encoding="utf-8")
+    return 0
+
+
+def run_child(corpus: Path, work: Path) -> dict[str, Any]:
+    """Index in a fresh process; wall time, rusage peak RSS and sampled RSS."""
+    out = work / "child.json"
+    command = [sys.executable, __file__, "--child", str(corpus), "--child-out", str(out)]
+    with BusyMeter() as meter:
+        started = time.perf_counter()
+        proc = subprocess.Popen(command, env=child_env(work), cwd=work)
+        sampler = RssSampler(proc.pid)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        sampler.stop()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"the index child failed with exit code {proc.returncode}")
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    cpu = usage.ru_utime + usage.ru_stime
+    figures.update(
+        wall_s=wall,
+        child_cpu_s=cpu,
+        peak_rss_mib=usage.ru_maxrss / 1024,
+        sampled_peak_rss_mib=sampler.peak_mib(),
+        rss_curve_mib=[
+            round(kib / 1024) for _, kib in sampler.samples[:: max(1, len(sampler.samples) // 40)]
+        ],
+        other_load=round(meter.foreign_share(cpu), 3),
+    )
+    return figures
+
+
+def chunk_texts(index_path: Path) -> list[str]:
+    """Every chunk text in the index, through the store's API."""
+    from semsearch.store import SqliteStore
+
+    store = SqliteStore(index_path)
+    try:
+        ids = [int(i) for i in store.chunk_ids()]
+        return [
+            row.text
+            for start in range(0, len(ids), 500)
+            for row in store.chunks(ids[start : start + 500])
+        ]
+    finally:
+        store.close()
+
+
+def token_ids(texts: list[str]) -> list[list[int]]:
+    """Model token ids with [CLS]/[SEP], clipped to the window as the embedder does."""
+    from semsearch.embedder import load_tokenizer
+
+    path = Path(str(resources.files("semsearch") / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"))
+    tokenizer = load_tokenizer(path)
+    ids = [enc.ids for enc in tokenizer.encode_batch(texts, add_special_tokens=True)]
+    return [x if len(x) <= WINDOW else [*x[: WINDOW - 1], x[-1]] for x in ids]
+
+
+def raw_model_speed(ids: list[list[int]], settings_env: dict[str, str]) -> dict[str, Any]:
+    """Tokens/s of session.run alone on length-sorted batches of a sample, per batch size."""
+    import numpy as np
+
+    from semsearch.config import load_settings
+    from semsearch.embedder import OnnxEmbedder
+
+    embedder = OnnxEmbedder(load_settings(settings_env).model_dir)
+    session = embedder._load()  # the embedder's own session and options
+    names = {inp.name for inp in session.get_inputs()}
+    sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)
+    speeds: dict[int, float] = {}
+    for size in RAW_BATCHES:
+        feeds = []
+        for start in range(0, len(sample), size):
+            batch = sample[start : start + size]
+            width = max(len(x) for x in batch)
+            input_ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros_like(input_ids)
+            for row, x in enumerate(batch):
+                input_ids[row, : len(x)] = x
+                mask[row, : len(x)] = 1
+            feed = {
+                "input_ids": input_ids,
+                "attention_mask": mask,
+                "token_type_ids": np.zeros_like(input_ids),
+            }
+            feeds.append({k: v for k, v in feed.items() if k in names})
+        session.run(None, feeds[0])
+        wait_for_quiet(timeout=20)
+        started = time.perf_counter()
+        for feed in feeds:
+            session.run(None, feed)
+        speeds[size] = sum(len(x) for x in sample) / (time.perf_counter() - started)
+    best = max(speeds, key=lambda s: speeds[s])
+    return {
+        "raw_tokens_per_s": speeds[best],
+        "raw_best_batch": best,
+        "raw_by_batch": {k: round(v) for k, v in speeds.items()},
+        "raw_sample": len(sample),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Index CORPUS_DIR from scratch and print the throughput figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument(
+        "--work", type=Path, help="work folder (default: under /tmp/semsearch-bench)"
+    )
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw model measurement")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.corpus, args.child_out)
+    corpus = args.corpus.resolve()
+    work = (args.work or DEFAULT_WORK / f"throughput-{corpus.name}").resolve()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
+    wait_for_quiet()
+    fig = run_child(corpus, work)
+    index_path = Path(bench_env(work)["SS_INDEX_PATH"])
+    ids = token_ids(chunk_texts(index_path))
+    fig.update(
+        corpus_mb=corpus_bytes / 1e6,
+        tokens=sum(len(x) for x in ids),
+        index_bytes=index_bytes(index_path),
+    )
+    fig["chunks_per_s"] = fig["chunks"] / fig["update_s"]
+    fig["tokens_per_s"] = fig["tokens"] / fig["update_s"]
+    fig["bytes_per_chunk"] = fig["index_bytes"] / max(fig["chunks"], 1)
+    fig["index_breakdown"] = table_sizes(index_path)
+    if not args.no_raw:
+        fig.update(raw_model_speed(ids, bench_env(work)))
+        fig["efficiency"] = fig["tokens_per_s"] / fig["raw_tokens_per_s"]
+    report(corpus, fig)
+    write_json(args.json, {"machine": machine(), "corpus": str(corpus), **fig})
+    return 0
+
+
+def table_sizes(index_path: Path) -> dict[str, int]:
+    """Bytes per table/index (SQLite's dbstat), read-only; {} when dbstat is unavailable."""
+    conn = sqlite3.connect(f"file:{index_path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall()
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    return {name: int(size) for name, size in sorted(rows, key=lambda r: -r[1])}
+
+
+def report(corpus: Path, fig: dict[str, Any]) -> None:
+    """Print the figures, one per line."""
+    print(f"corpus            {corpus}  ({fig['corpus_mb']:.2f} MB)")
+    print(f"files / chunks    {fig['files']} / {fig['chunks']}  ({fig['tokens']:,} model tokens)")
+    print(
+        f"wall (user view)  {fig['wall_s']:.1f} s  = import {fig['import_s']:.2f} + model "
+        f"{fig['model_load_s']:.2f} + index {fig['update_s']:.1f} (+ interpreter start)"
+    )
+    print(
+        f"pipeline          {fig['chunks_per_s']:.1f} chunks/s, {fig['tokens_per_s']:,.0f} tokens/s"
+    )
+    if "raw_tokens_per_s" in fig:
+        print(
+            f"raw model         {fig['raw_tokens_per_s']:,.0f} tokens/s "
+            f"(batch {fig['raw_best_batch']}; "
+            f"{fig['raw_by_batch']})"
+        )
+        print(f"efficiency        {fig['efficiency']:.2f}")
+    print(
+        f"peak RSS          {fig['peak_rss_mib']:.0f} MiB "
+        f"(sampled {fig['sampled_peak_rss_mib']:.0f})"
+    )
+    print(
+        f"index on disk     {fig['index_bytes'] / 1e6:.2f} MB, "
+        f"{fig['bytes_per_chunk']:,.0f} B/chunk"
+    )
+    print(f"other load        {fig['other_load']:.0%} of the machine used by other processes")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,9 +10,11 @@ Caps (each response says when it hit one): ``k`` ≤ 50 and a hit's text ≤ 4,0
 ``cat_file`` call; ``maxResults`` ≤ 500 lines of at most 240 characters and a 10 s budget for
 ``grep``; at most 50 problems per folder in an ``index`` report.
 
-Errors are tool results with ``isError`` and a message saying what to do, never a traceback.
-stdout carries only the protocol (the SDK points fd 1 at stderr while it serves); logs go to
-stderr.
+gather and cat_file are :func:`~semsearch.passage.gather_block` and
+:func:`~semsearch.passage.read_lines`; :mod:`semsearch.mcp_schema` holds the parameter types and
+result shapes. Errors are tool results with ``isError`` and a message saying what to do, never a
+traceback. stdout carries only the protocol (the SDK points fd 1 at stderr while it serves); logs
+go to stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec
 
@@ -35,30 +36,43 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
-from typing_extensions import NotRequired, TypedDict
+from pydantic import Field
 
 from semsearch import __version__
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
-from semsearch.files import is_document
-from semsearch.grep import GrepOptions, GrepResult, Locator, read_text
+from semsearch.grep import GrepOptions, GrepResult, Locator
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
 from semsearch.indexer import FileEvent
+from semsearch.mcp_schema import (
+    HIT_TEXT_CHARS,
+    MAX_GREP_RESULTS,
+    MAX_K,
+    ContextLines,
+    FolderParam,
+    FoldersOutput,
+    GrepCount,
+    IndexOutput,
+    KParam,
+    LineNumber,
+    OptionalFlag,
+    OptionalText,
+    PathGlob,
+    Query,
+    SearchOutput,
+    folder_json,
+    hit_json,
+    plain_schema,
+    trim_report,
+)
+from semsearch.passage import gather_block, read_lines
 from semsearch.search import Hit
-from semsearch.store import Folder
 
 logger = logging.getLogger("semsearch.mcp")
 
-MAX_K = 50
-HIT_TEXT_CHARS = 4000
-MAX_CONTEXT_LINES = 100
-TEXT_CAP_BYTES = 256 * 1024
-MAX_GREP_RESULTS = 500
 GREP_TIMEOUT = 10.0
-MAX_PROBLEMS = 50
 INDEX_LOCK_WAIT = 10.0
 PROGRESS_INTERVAL = 0.25
 
@@ -68,119 +82,6 @@ INSTRUCTIONS = (
     "cat_file to read a file (or a line range) returned by those tools, and index to refresh "
     "the index after files changed."
 )
-
-
-def _whole_number(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError("expected a whole number, not true/false")
-    return value
-
-
-def _between(low: int, high: int | None) -> Callable[[int | None], int | None]:
-    def check(value: int | None) -> int | None:
-        if value is not None and (value < low or (high is not None and value > high)):
-            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ValueError(f"must be {bound}, got {value}")
-        return value
-
-    return check
-
-
-def _int_schema(low: int, high: int | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "integer", "minimum": low}
-    return schema if high is None else {**schema, "maximum": high}
-
-
-# Optional parameters accept an explicit null (some clients send one) but are published as plain
-# types: no anyOf/nullable unions, which some clients (e.g. Gemini) reject.
-TopK = Annotated[
-    int | None,
-    BeforeValidator(_whole_number),
-    AfterValidator(_between(1, MAX_K)),
-    WithJsonSchema(_int_schema(1, MAX_K)),
-]
-ContextLines = Annotated[
-    int | None,
-    BeforeValidator(_whole_number),
-    AfterValidator(_between(0, MAX_CONTEXT_LINES)),
-    WithJsonSchema(_int_schema(0, MAX_CONTEXT_LINES)),
-]
-LineNumber = Annotated[
-    int | None,
-    BeforeValidator(_whole_number),
-    AfterValidator(_between(1, None)),
-    WithJsonSchema(_int_schema(1)),
-]
-GrepCount = Annotated[
-    int | None,
-    BeforeValidator(_whole_number),
-    AfterValidator(_between(1, MAX_GREP_RESULTS)),
-    WithJsonSchema(_int_schema(1, MAX_GREP_RESULTS)),
-]
-OptionalText = Annotated[str | None, WithJsonSchema({"type": "string"})]
-OptionalFlag = Annotated[bool | None, WithJsonSchema({"type": "boolean"})]
-
-Query = Annotated[str, Field(description="What to look for, in natural language")]
-FolderParam = Annotated[OptionalText, Field(description="Only this folder (name or path)")]
-PathGlob = Annotated[
-    OptionalText, Field(description='Only paths matching this glob, e.g. "*.md" or "src/**"')
-]
-KParam = Annotated[TopK, Field(description="Number of results (default 5)")]
-
-
-class HitJson(TypedDict):
-    """One search result."""
-
-    filePath: Annotated[str, Field(description="Absolute path of the file")]
-    folder: Annotated[str, Field(description="Name of the configured folder")]
-    relPath: Annotated[str, Field(description="Path relative to the folder")]
-    startLine: Annotated[int, Field(description="First line of the chunk (1-based)")]
-    endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
-    page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
-    score: Annotated[float, Field(description="Relevance, higher is better (best 1.0)")]
-    text: Annotated[str, Field(description="The chunk's text")]
-
-
-class SearchOutput(TypedDict):
-    """The search tool's structured result."""
-
-    results: list[HitJson]
-    truncated: Annotated[bool, Field(description="A text was cut at 4,000 characters")]
-
-
-class FolderJson(TypedDict):
-    """A folder: configured, indexed, or both."""
-
-    name: str
-    path: str
-    exists: Annotated[bool, Field(description="The folder exists on disk")]
-    configured: Annotated[bool, Field(description="In the config (false: only in the index)")]
-    files: Annotated[int, Field(description="Files indexed")]
-    chunks: Annotated[int, Field(description="Chunks indexed")]
-    lastIndexed: NotRequired[Annotated[str, Field(description="End of the last full run (UTC)")]]
-
-
-class FoldersOutput(TypedDict):
-    """The list_folders tool's structured result."""
-
-    folders: list[FolderJson]
-    indexPath: str
-    indexExists: bool
-    hint: NotRequired[str]
-
-
-class IndexOutput(TypedDict):
-    """The index tool's structured result (``IndexReport.as_json()``)."""
-
-    filesIndexed: int
-    filesUnchanged: int
-    filesSkipped: int
-    filesDeleted: int
-    chunksWritten: int
-    errors: int
-    truncated: bool
-    seconds: float
-    folders: list[dict[str, Any]]
 
 
 P = ParamSpec("P")
@@ -273,7 +174,7 @@ class Tools:
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         """
         hits = self._search(self.settings(), query, k, folder, pathGlob)
-        results = [_hit_json(hit) for hit in hits]
+        results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
         return _json({"results": results, "truncated": cut})
 
@@ -296,14 +197,8 @@ class Tools:
         """
         settings = self.settings()
         hits = self._search(settings, query, k, folder, pathGlob)
-        if not hits:
-            return _text("No results.")
         locator = Locator(settings.roots, ignore_settings(settings))
-        sections = [
-            _section(number, len(hits), hit, _context(hit, contextLines or 0, locator))
-            for number, hit in enumerate(hits, start=1)
-        ]
-        return _text(_join_capped(sections))
+        return _text(gather_block(hits, contextLines or 0, locator))
 
     @_reported
     def list_folders(self) -> Annotated[CallToolResult, FoldersOutput]:
@@ -315,9 +210,9 @@ class Tools:
         rows: list[dict[str, Any]] = []
         for root in settings.roots:
             folder = indexed.pop(str(_real(root)), None)
-            rows.append(_folder_json(root.name, str(root), True, folder))
+            rows.append(folder_json(root.name, str(root), True, folder))
         for path, only_indexed in indexed.items():
-            rows.append(_folder_json(only_indexed.name, path, False, only_indexed))
+            rows.append(folder_json(only_indexed.name, path, False, only_indexed))
         payload: dict[str, Any] = {
             "folders": rows,
             "indexPath": str(settings.index_path),
@@ -346,23 +241,9 @@ class Tools:
         binary), are refused. PDF/DOCX give their extracted text, with the line numbers that
         search reports. At most 256 KiB per call: ask for a line range to read the rest.
         """
-        if startLine is not None and endLine is not None and startLine > endLine:
-            raise UsageError(f"startLine ({startLine}) is after endLine ({endLine}).")
         settings = self.settings()
-        ignore = ignore_settings(settings)
-        located = Locator(settings.roots, ignore).locate(filePath)
-        try:
-            text = read_text(located.entry, ignore).text
-        except OSError as exc:
-            raise PathRefusedError(f"Cannot read {filePath}: {exc.strerror or exc}.") from exc
-        lines = _lines(text)
-        first, last = startLine or 1, min(endLine or len(lines), len(lines))
-        if first > len(lines) and lines:
-            raise UsageError(f"startLine {first} is past the end of the file ({len(lines)} lines).")
-        body, shown, note = _take_lines(lines, first, last)
-        where = f"lines {first}–{shown} of {len(lines)}" if lines else "empty file"
-        header = f"# {located.root.name}  ·  {located.entry.rel}  ·  {where}"
-        return _text(f"{header}\n\n{body}{note}")
+        locator = Locator(settings.roots, ignore_settings(settings))
+        return _text(read_lines(locator, filePath, startLine, endLine).as_text())
 
     @_reported
     def grep(
@@ -425,7 +306,7 @@ class Tools:
                 )
             finally:
                 writer.close()
-            return _json(_trim_report(report.as_json()))
+            return _json(trim_report(report.as_json()))
         except Exception as exc:
             return _failure("index", exc)
 
@@ -470,135 +351,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
-
-
-def _hit_json(hit: Hit) -> dict[str, Any]:
-    text = hit.text
-    if len(text) > HIT_TEXT_CHARS:
-        text = text[:HIT_TEXT_CHARS] + f"\n…[cut at {HIT_TEXT_CHARS:,} characters: use cat_file]"
-    row: dict[str, Any] = {
-        "filePath": hit.path,
-        "folder": hit.folder,
-        "relPath": hit.rel,
-        "startLine": hit.start_line,
-        "endLine": hit.end_line,
-        "score": round(hit.score, 6),
-        "text": text,
-    }
-    if hit.page is not None:
-        row["page"] = hit.page
-    return row
-
-
-def _folder_json(name: str, path: str, configured: bool, folder: Folder | None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "name": name,
-        "path": path,
-        "exists": os.path.isdir(path),
-        "configured": configured,
-        "files": folder.files if folder else 0,
-        "chunks": folder.chunks if folder else 0,
-    }
-    if folder is not None and folder.last_indexed:
-        stamp = datetime.fromtimestamp(folder.last_indexed, tz=timezone.utc)
-        row["lastIndexed"] = stamp.isoformat(timespec="seconds")
-    return row
-
-
-def _lines(text: str) -> list[str]:
-    """The file's lines as search numbers them (split on "\\n" only)."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def _context(hit: Hit, extra: int, locator: Locator) -> tuple[int, str, str]:
-    """(first line, text, note) for a gather section: whole lines of the file around the chunk
-    when they still hold the chunk, else the stored text."""
-    stored = hit.text.removesuffix("\n")
-    if extra == 0:
-        return hit.start_line, stored, ""
-    if hit.page is not None or is_document(hit.rel):
-        return hit.start_line, stored, "indexed text (no context for PDF/DOCX)"
-    try:
-        located = locator.locate(hit.path)
-        lines = _lines(read_text(located.entry, locator.ignore).text)
-    except (SemsearchError, OSError):
-        return hit.start_line, stored, "indexed text (file not readable)"
-    if stored not in "\n".join(lines[hit.start_line - 1 : hit.end_line]):
-        return hit.start_line, stored, "indexed text (file changed since indexing)"
-    first = max(1, hit.start_line - extra)
-    last = min(len(lines), hit.end_line + extra)
-    return first, "\n".join(lines[first - 1 : last]), ""
-
-
-def _section(number: int, count: int, hit: Hit, context: tuple[int, str, str]) -> str:
-    first, text, note = context
-    parts = [hit.folder, hit.rel, f"line {first}"]
-    if hit.page is not None:
-        parts.append(f"page {hit.page}")
-    parts.append(f"score {hit.score:.3f}")
-    if note:
-        parts.append(note)
-    fence = "`" * max(3, _longest_backtick_run(text) + 1)
-    return f"### [{number}/{count}]  " + "  ·  ".join(parts) + f"\n{fence}\n{text}\n{fence}"
-
-
-def _longest_backtick_run(text: str) -> int:
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
-    return longest
-
-
-def _join_capped(sections: list[str]) -> str:
-    shown: list[str] = []
-    size = 0
-    for section in sections:
-        size += len(section.encode()) + 2
-        if size > TEXT_CAP_BYTES:
-            if not shown:
-                shown.append(_cut_bytes(section, TEXT_CAP_BYTES) + "\n…[cut at 256 KiB]")
-            shown.append(
-                f"({len(shown)} of {len(sections)} results shown: the block is capped at 256 KiB."
-                " Lower k or contextLines.)"
-            )
-            break
-        shown.append(section)
-    return "\n\n".join(shown)
-
-
-def _cut_bytes(text: str, limit: int) -> str:
-    return text.encode()[:limit].decode("utf-8", "ignore")
-
-
-def _take_lines(lines: list[str], first: int, last: int) -> tuple[str, int, str]:
-    """(text, last line shown, note) for lines first..last within TEXT_CAP_BYTES."""
-    size = 0
-    shown = first - 1
-    for line in lines[first - 1 : last]:
-        cost = len(line.encode()) + 1
-        if size + cost > TEXT_CAP_BYTES:
-            break
-        size += cost
-        shown += 1
-    if shown == last:
-        return "\n".join(lines[first - 1 : last]), last, ""
-    if shown < first:  # one line longer than the cap
-        return (
-            _cut_bytes(lines[first - 1], TEXT_CAP_BYTES),
-            first,
-            f"\n\n[line {first} is longer than 256 KiB and was cut. "
-            f"Continue with startLine={first + 1}.]",
-        )
-    return (
-        "\n".join(lines[first - 1 : shown]),
-        shown,
-        f"\n\n[cat_file returns at most 256 KiB per call: lines {first}–{shown} shown. "
-        f"Ask for the rest with startLine={shown + 1}.]",
-    )
 
 
 def _select_roots(settings: Settings, folder: str | None) -> list[Path]:
@@ -664,35 +416,6 @@ def _configured_root(settings: Settings, raw: str) -> Path:
     return max(owners, key=lambda root: len(str(_real(root))))
 
 
-def _trim_report(report: dict[str, Any]) -> dict[str, Any]:
-    for folder in report.get("folders", []):
-        problems = folder.get("problems", [])
-        if len(problems) > MAX_PROBLEMS:
-            folder["problems"] = problems[:MAX_PROBLEMS]
-            folder["problemsOmitted"] = len(problems) - MAX_PROBLEMS
-    return report
-
-
-def _plain(schema: Any) -> Any:
-    """The schema with ``$ref``s inlined, without titles and null defaults."""
-    defs = schema.get("$defs", {}) if isinstance(schema, dict) else {}
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        if "$ref" in node:
-            return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
-        return {
-            key: walk(value)
-            for key, value in node.items()
-            if key not in ("$defs", "title") and not (key == "default" and value is None)
-        }
-
-    return walk(schema)
-
-
 TOOLS: tuple[tuple[str, str, bool], ...] = (
     ("search", "Semantic file search", True),
     ("gather", "Semantic search → formatted context block", True),
@@ -723,9 +446,9 @@ def build_server(index_flag: str | None) -> MCPServer:
             description=inspect.cleandoc(fn.__doc__ or ""),
             annotations=hints,
         )
-        tool.parameters = _plain(tool.parameters)
+        tool.parameters = plain_schema(tool.parameters)
         if tool.fn_metadata.output_schema is not None:
-            tool.fn_metadata.output_schema = _plain(tool.fn_metadata.output_schema)
+            tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
         registered.append(tool)
     return MCPServer(
         "semsearch",

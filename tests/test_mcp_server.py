@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, TextContent
 
 from semsearch.cli import main
 from semsearch.store import write_lock
+from tests.conftest import write_tree
 
 SECRETS = ("FAKE-RSA-KEY-0xDEADBEEF", "DOTENV-TOKEN-12345", "PRIVATE-NOTE-777", "SIBLING-KEY-42")
 PARAGRAPHS = [
@@ -53,17 +54,6 @@ CORPUS: dict[str, str | bytes] = {
     ".indexignore": "private/\n",
     "private/notes.md": f"{SECRETS[2]}\n",
 }
-
-
-def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 class Client:

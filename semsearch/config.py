@@ -36,7 +36,7 @@ class Settings:
     hard_token_limit: int = 254
     top_k: int = 5
     hybrid: bool = True
-    rrf_k: int = 60
+    rrf_k: int = 20
     max_file_size: int = 500_000
     binary_extensions: frozenset[str] | None = None
     ignore_patterns: tuple[str, ...] | None = None

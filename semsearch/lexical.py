@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-TERMS_VERSION = "2"
+TERMS_VERSION = "3"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -47,14 +47,36 @@ _DEFINITION = re.compile(
 )
 
 
+# What follows an assigned name when it only re-exports or imports something defined elsewhere:
+# `const expect = std.testing.expect;`, `AutoHashMap = hash_map.AutoHashMap`, `@import(...)`.
+_ALIAS = re.compile(
+    r"[ \t]*(?::[^=\n]*)?(?::=|=)[ \t]*"
+    r"(?:@import\(|require\(|import\(|(?P<target>[\w$]+(?:\.[\w$]+)*)[ \t]*;?[ \t]*(?:$|//|#))",
+    re.MULTILINE,
+)
+
+
 def definitions(text: str) -> list[str]:
-    """Names the text defines (functions, classes, types, constants, top-level assignments)."""
+    """Names the text defines (functions, classes, types, constants, top-level assignments).
+
+    An alias (`const eql = std.mem.eql;`, `X = module.X`) or an import is not a definition.
+    """
     names: dict[str, None] = {}
     for match in _DEFINITION.finditer(text):
         name = match.group("keyword") or match.group("assigned") or match.group("shell")
-        if name and len(name) > 1:
-            names[name] = None
+        if not name or len(name) < 2 or _is_alias(text, match, name):
+            continue
+        names[name] = None
     return list(names)
+
+
+def _is_alias(text: str, match: re.Match[str], name: str) -> bool:
+    start = match.end("assigned") if match.group("assigned") else match.end()
+    alias = _ALIAS.match(text, start)
+    if alias is None:
+        return False
+    target = alias.group("target")
+    return target is None or target.rsplit(".", 1)[-1] == name or "." in target
 
 
 def split_identifier(word: str) -> list[str]:

@@ -13,10 +13,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from semsearch.lexical import STOP_WORDS, definitions
+from semsearch.lexical import STOP_WORDS, definitions, path_terms
 
 DEFINITION_BOOST = 1.5
 FILE_DECAY = 0.5
@@ -76,6 +75,7 @@ class QueryInfo:
 
     words: frozenset[str]
     names: tuple[str, ...]
+    qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
 
 
 def query_info(query: str) -> QueryInfo:
@@ -85,15 +85,32 @@ def query_info(query: str) -> QueryInfo:
     symbols = tuple(
         dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
     )
-    names = [symbol.replace("::", ".").split(".")[-1] for symbol in symbols]
-    names = [name for name in dict.fromkeys(names) if len(name) > 1]
-    return QueryInfo(words, tuple(n for n in names if n.lower() not in STOP_WORDS))
+    qualified: dict[str, set[str]] = {}
+    for symbol in symbols:
+        *qualifiers, name = symbol.replace("::", ".").split(".")
+        if len(name) > 1 and name.lower() not in STOP_WORDS:
+            qualified.setdefault(name, set()).update(q.lower() for q in qualifiers)
+    return QueryInfo(words, tuple(qualified), tuple(frozenset(q) for q in qualified.values()))
+
+
+def defines_queried(rel: str, text: str, info: QueryInfo) -> bool:
+    """True when the chunk defines a queried name; a qualified name (``std.mem.eql``) counts only
+    in a file whose stem or folders hold one of its qualifiers (``mem.zig``)."""
+    defined = set(definitions(text)).intersection(info.names)
+    if not defined:
+        return False
+    folders = set(path_terms(rel))
+    return any(
+        not qualifiers or not qualifiers.isdisjoint(folders)
+        for name, qualifiers in zip(info.names, info.qualifiers, strict=True)
+        if name in defined
+    )
 
 
 def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]]:
     """The (name, factor) priors that apply to one chunk."""
     priors: list[tuple[str, float]] = []
-    if info.names and not set(info.names).isdisjoint(definitions(text)):
+    if info.names and defines_queried(rel, text, info):
         priors.append(("defines a queried symbol", DEFINITION_BOOST))
     lowered = rel.lower()
     for label, pattern, lifted_by, factor in _PATH_KINDS:
@@ -101,14 +118,3 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
             priors.append((f"{label} file", factor))
             break
     return priors
-
-
-def decay_factors(files: Sequence[str]) -> list[float]:
-    """Diminishing returns per file for results in rank order: 1, FILE_DECAY, FILE_DECAY², …"""
-    seen: dict[str, int] = {}
-    factors: list[float] = []
-    for file in files:
-        count = seen.get(file, 0)
-        factors.append(FILE_DECAY**count)
-        seen[file] = count + 1
-    return factors

@@ -19,13 +19,14 @@ import pathspec
 
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
-from semsearch.lexical import definitions, fts_query
-from semsearch.ranking import FILE_DECAY, QueryInfo, chunk_priors, query_info
+from semsearch.lexical import fts_query
+from semsearch.ranking import FILE_DECAY, QueryInfo, chunk_priors, defines_queried, query_info
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")
 CANDIDATES = 60  # fused candidates that priors may reorder
+POOL_MIN = 100  # each arm ranks at least this many chunks (5k when k is larger)
 DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first
 
 
@@ -73,7 +74,7 @@ class SearchOptions:
     folder: str | None = None
     glob: str | None = None
     mode: Mode = "hybrid"
-    rrf_k: int = 60
+    rrf_k: int = 20
 
 
 class VectorCache:
@@ -175,7 +176,7 @@ def search(
     allowed = allowed_files(cache.refs, options.folder, options.glob)
     if allowed is not None and not len(allowed):
         return []
-    pool = max(options.k * 5, 50)
+    pool = max(options.k * 5, POOL_MIN)
     info = query_info(query)
     file_ids = None if allowed is None else [int(i) for i in allowed]
     arms: dict[str, list[int]] = {}
@@ -214,8 +215,7 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
     """
     names = " OR ".join('"' + name.replace('"', '""') + '"' for name in info.names)
     rows = store.chunks(store.lexical(f"defines : ({names})", DEFINITION_POOL, file_ids))
-    wanted = set(info.names)
-    return [row.id for row in rows if not wanted.isdisjoint(definitions(row.text))]
+    return [row.id for row in rows if defines_queried(row.rel, row.text, info)]
 
 
 def _assemble(

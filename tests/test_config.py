@@ -22,7 +22,7 @@ def test_defaults_use_xdg_locations(isolated_env: Path) -> None:
     settings = load_settings(os.environ)
     assert settings.config_path == isolated_env / ".config" / "semsearch" / "config.json"
     assert settings.index_path == isolated_env / ".local" / "share" / "semsearch" / "index.db"
-    assert (settings.roots, settings.top_k, settings.hybrid, settings.rrf_k) == ((), 5, True, 60)
+    assert (settings.roots, settings.top_k, settings.hybrid, settings.rrf_k) == ((), 5, True, 20)
     assert (settings.target_tokens, settings.overlap_tokens, settings.hard_token_limit) == (
         200,
         35,

@@ -11,6 +11,7 @@ import heapq
 import math
 import re
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +27,9 @@ from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")
 CANDIDATES = 60  # fused candidates that priors may reorder
+# One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
+# two threads at once (the caller waits for the result before touching the store again).
+_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
 POOL_MIN = 100  # each arm ranks at least this many chunks (5k when k is larger)
 DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first
 
@@ -168,7 +172,11 @@ def check_model(store: Store, embedder: Embedder, index_path: str) -> None:
 def search(
     store: Store, embedder: Embedder, cache: VectorCache, query: str, options: SearchOptions
 ) -> list[Hit]:
-    """Rank the index's chunks for a query (see the module docstring for scores)."""
+    """Rank the index's chunks for a query (see the module docstring for scores).
+
+    In hybrid mode the lexical arms run in a worker thread while the query is embedded and the
+    vectors are scanned: SQLite, onnxruntime and numpy all release the GIL.
+    """
     _validate(query, options)
     if options.mode != "bm25":
         embedder.preload()  # the model session builds while the vectors load
@@ -179,17 +187,19 @@ def search(
     pool = max(options.k * 5, POOL_MIN)
     info = query_info(query)
     file_ids = None if allowed is None else [int(i) for i in allowed]
+    lexical: Future[dict[str, list[int]]] | None = None
+    if options.mode != "vector":
+        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, file_ids)
     arms: dict[str, list[int]] = {}
     query_vector = None
-    if options.mode != "bm25" and len(cache.ids):
-        check_model(store, embedder, str(getattr(store, "path", "")))
-        query_vector = embedder.embed([query])[0]
-        arms["vector"] = cache.top(query_vector, pool, allowed)
-    if options.mode != "vector":
-        expression = fts_query(query)
-        arms["bm25"] = store.lexical(expression, pool, file_ids) if expression else []
-        if info.names:
-            arms["definitions"] = _definitions(store, info, file_ids)
+    try:
+        if options.mode != "bm25" and len(cache.ids):
+            check_model(store, embedder, str(getattr(store, "path", "")))
+            query_vector = embedder.embed([query])[0]
+            arms["vector"] = cache.top(query_vector, pool, allowed)
+    finally:
+        if lexical is not None:
+            arms.update(lexical.result())
     if options.mode == "vector":
         scores = cache.cosine(query_vector, arms["vector"]) if query_vector is not None else {}
     else:
@@ -197,6 +207,17 @@ def search(
         best_possible = len(used) / (options.rrf_k + 1)
         scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
     return _assemble(store, info, options.k, scores, arms)
+
+
+def _lexical_arms(
+    store: Store, query: str, info: QueryInfo, pool: int, file_ids: list[int] | None
+) -> dict[str, list[int]]:
+    """The BM25 arm, and the definitions arm when the query names a symbol."""
+    expression = fts_query(query)
+    arms = {"bm25": store.lexical(expression, pool, file_ids) if expression else []}
+    if info.names:
+        arms["definitions"] = _definitions(store, info, file_ids)
+    return arms
 
 
 def _validate(query: str, options: SearchOptions) -> None:

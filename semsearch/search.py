@@ -187,14 +187,16 @@ def search(
     pool = max(options.k * 5, POOL_MIN)
     info = query_info(query)
     file_ids = None if allowed is None else [int(i) for i in allowed]
+    use_vectors = options.mode != "bm25" and len(cache.ids) > 0
+    if use_vectors:  # before the worker takes the connection: SQLite serialises its users
+        check_model(store, embedder, str(getattr(store, "path", "")))
     lexical: Future[dict[str, list[int]]] | None = None
     if options.mode != "vector":
         lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, file_ids)
     arms: dict[str, list[int]] = {}
     query_vector = None
     try:
-        if options.mode != "bm25" and len(cache.ids):
-            check_model(store, embedder, str(getattr(store, "path", "")))
+        if use_vectors:
             query_vector = embedder.embed([query])[0]
             arms["vector"] = cache.top(query_vector, pool, allowed)
     finally:

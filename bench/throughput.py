@@ -134,7 +134,7 @@ def raw_model_speed(ids: list[list[int]], settings_env: dict[str, str]) -> dict[
     from semsearch.embedder import OnnxEmbedder
 
     embedder = OnnxEmbedder(load_settings(settings_env).model_dir)
-    session = embedder._load()  # the embedder's own session and options
+    session = embedder._load(spinning=True)  # the session indexing uses, with its options
     names = {inp.name for inp in session.get_inputs()}
     sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)
     speeds: dict[int, float] = {}

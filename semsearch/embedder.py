@@ -52,6 +52,10 @@ class Embedder(Protocol):
         """Return an (n, dim) float32 matrix of unit vectors, in input order."""
         ...
 
+    def embed_query(self, text: str) -> FloatMatrix:
+        """The unit vector of one search query (a 1-D array)."""
+        ...
+
     def preload(self) -> None:
         """Start loading the model in the background (a hint; may do nothing)."""
         ...
@@ -205,13 +209,19 @@ class OnnxEmbedder:
             self._sessions[spinning] = _session(self._model_file, self._threads, spinning)
         return self._sessions[spinning]
 
+    def embed_query(self, text: str) -> FloatMatrix:
+        """One query's unit vector, on the session whose threads sleep as soon as it is done."""
+        vector: FloatMatrix = self._embed([text], self._load(spinning=False))[0]
+        return vector
+
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
         """Embed texts in length-sorted, token-budgeted batches; returns unit vectors.
 
-        Several texts (indexing) run on a session whose threads spin between batches; one text
-        (a query) on one whose threads sleep at once.
+        Runs on the session whose threads spin between batches (indexing).
         """
-        session = self._load(spinning=len(texts) > 1)
+        return self._embed(texts, self._load(spinning=True))
+
+    def _embed(self, texts: Sequence[str], session: Any) -> FloatMatrix:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
@@ -293,6 +303,11 @@ class HashEmbedder:
 
     def preload(self) -> None:
         """Nothing to load."""
+
+    def embed_query(self, text: str) -> FloatMatrix:
+        """The query's vector (same as embedding it alone)."""
+        vector: FloatMatrix = self.embed([text])[0]
+        return vector
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """One token per word or punctuation mark."""

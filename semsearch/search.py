@@ -197,7 +197,7 @@ def search(
     query_vector = None
     try:
         if use_vectors:
-            query_vector = embedder.embed([query])[0]
+            query_vector = embedder.embed_query(query)
             arms["vector"] = cache.top(query_vector, pool, allowed)
     finally:
         if lexical is not None:

@@ -89,3 +89,11 @@ def test_hash_embedder_is_deterministic() -> None:
     first, second = HashEmbedder().embed(["same words"]), HashEmbedder().embed(["same words"])
     assert np.array_equal(first, second)
     assert HashEmbedder().model_id != OnnxEmbedder().model_id
+
+
+def test_query_embedding_matches_batch_embedding(embedder: OnnxEmbedder) -> None:
+    query = "where are failed payments retried"
+    single = embedder.embed_query(query)
+    batched = embedder.embed([query, "another text in the same batch"])[0]
+    assert single.shape == (384,)
+    assert float(single @ batched) >= 0.999

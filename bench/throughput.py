@@ -51,7 +51,7 @@ def child(corpus: Path, out: Path) -> int:
 
     imported = time.perf_counter()
     settings = load_settings(os.environ)
-    embedder = OnnxEmbedder(settings.model_dir, cache_dir=settings.cache_dir)
+    embedder = OnnxEmbedder(settings.model_dir)
     embedder.embed(["load the model"])
     loaded = time.perf_counter()
     index = Index(settings, embedder)
@@ -133,8 +133,7 @@ def raw_model_speed(ids: list[list[int]], settings_env: dict[str, str]) -> dict[
     from semsearch.config import load_settings
     from semsearch.embedder import OnnxEmbedder
 
-    settings = load_settings(settings_env)
-    embedder = OnnxEmbedder(settings.model_dir, cache_dir=settings.cache_dir)
+    embedder = OnnxEmbedder(load_settings(settings_env).model_dir)
     session = embedder._load(spinning=True)  # the session indexing uses, with its options
     names = {inp.name for inp in session.get_inputs()}
     sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)

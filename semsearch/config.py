@@ -42,7 +42,6 @@ class Settings:
     ignore_patterns: tuple[str, ...] | None = None
     ignore_file: str = ".indexignore"
     model_dir: Path | None = None
-    cache_dir: Path | None = None
     store_backend: str = "sqlite"
 
     @property
@@ -198,10 +197,6 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
     }
     if env.get("SS_MODEL_DIR"):
         values["model_dir"] = Path(env["SS_MODEL_DIR"]).expanduser()
-    cache = env.get("SS_CACHE_DIR")
-    values["cache_dir"] = (
-        Path(cache).expanduser() if cache else _xdg(env, "XDG_CACHE_HOME", ".cache") / APP_DIR
-    )
     if env.get("SS_STORE_BACKEND"):
         values["store_backend"] = env["SS_STORE_BACKEND"]
     if values.get("store_backend", "sqlite") != "sqlite":

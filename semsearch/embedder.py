@@ -15,7 +15,6 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -111,85 +110,39 @@ def load_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-@dataclass(frozen=True)
-class _ModelFiles:
-    """The model to run and where its optimised copy may be cached (None: no cache)."""
-
-    model: Path
-    optimised: Path | None
-
-
-def _session(files: _ModelFiles, threads: int, spinning: bool) -> Any:
+def _session(model_file: Path, threads: int, spinning: bool) -> Any:
     """One shared session per (model, threads, spinning).
 
     Spinning worker threads make back-to-back batches ~6-10 % faster (indexing), but after a single
     query they keep burning a core the search still needs (10k-chunk hybrid search: 8.0 ms p50
     with spinning, 4.6 ms without; bench/RESULTS.md). Queries therefore get their own session.
     """
-    key = (str(files.model), threads, spinning)
+    key = (str(model_file), threads, spinning)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
-            _SESSIONS[key] = _build_session(files, threads, spinning)
+            import onnxruntime as ort  # heavy: imported only when something is embedded
+
+            options = ort.SessionOptions()
+            # BASIC optimisation measured fastest for this int8 model on a 2-core CPU.
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            options.intra_op_num_threads = threads
+            options.log_severity_level = 3
+            options.add_session_config_entry(
+                "session.intra_op.allow_spinning", "1" if spinning else "0"
+            )
+            try:
+                _SESSIONS[key] = ort.InferenceSession(
+                    str(model_file), options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # onnxruntime raises its own untyped errors
+                raise ModelError(f"Cannot load model {model_file}: {exc}") from exc
         return _SESSIONS[key]
-
-
-def _build_session(files: _ModelFiles, threads: int, spinning: bool) -> Any:
-    """Load the cached optimised model if there is one, else optimise the model (and cache it).
-
-    onnxruntime's BASIC optimisation folds the int8 weights into float32; doing that once and
-    loading the result unoptimised builds the session ~65 ms faster with ~50 MiB less peak
-    memory, and gives bit-identical vectors (bench/RESULTS.md).
-    """
-    import onnxruntime as ort  # heavy: imported only when something is embedded
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    cached = files.optimised
-    if cached is not None and cached.is_file():
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        with contextlib.suppress(Exception):  # a damaged cache file is rebuilt below
-            return ort.InferenceSession(str(cached), options, providers=["CPUExecutionProvider"])
-        cached.unlink(missing_ok=True)
-    # BASIC optimisation measured fastest for this int8 model on a 2-core CPU.
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    partial = _cache_target(cached)
-    if partial is not None:
-        options.optimized_model_filepath = str(partial)
-    try:
-        session = ort.InferenceSession(
-            str(files.model), options, providers=["CPUExecutionProvider"]
-        )
-    except Exception as exc:  # onnxruntime raises its own untyped errors
-        raise ModelError(f"Cannot load model {files.model}: {exc}") from exc
-    if partial is not None and cached is not None and partial.is_file():
-        os.replace(partial, cached)
-    return session
-
-
-def _cache_target(cached: Path | None) -> Path | None:
-    """A private temporary name next to the cache file, or None when the folder is unusable."""
-    if cached is None:
-        return None
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    if not os.access(cached.parent, os.W_OK):
-        return None
-    return cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
 
 
 class OnnxEmbedder:
     """A sentence-embedding ONNX model run with onnxruntime on the CPU."""
 
-    def __init__(
-        self,
-        model_dir: Path | None = None,
-        threads: int | None = None,
-        cache_dir: Path | None = None,
-    ) -> None:
+    def __init__(self, model_dir: Path | None = None, threads: int | None = None) -> None:
         if model_dir is None:
             self._model_file = _default_model_file()
             tokenizer_file = _packaged_tokenizer()
@@ -209,7 +162,6 @@ class OnnxEmbedder:
             self._name = model_dir.name
         self._tokenizer = load_tokenizer(tokenizer_file)
         self._threads = threads or os.cpu_count() or 1
-        self._cache_dir = cache_dir
         self._sessions: dict[bool, Any] = {}
         self._loader: threading.Thread | None = None
         self._model_id: str | None = None
@@ -254,17 +206,8 @@ class OnnxEmbedder:
             self._loader = None
         if spinning not in self._sessions:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
-            self._sessions[spinning] = _session(self._files(), self._threads, spinning)
+            self._sessions[spinning] = _session(self._model_file, self._threads, spinning)
         return self._sessions[spinning]
-
-    def _files(self) -> _ModelFiles:
-        optimised = None
-        if self._cache_dir is not None:
-            import onnxruntime  # heavy: only to name the cache file after its version
-
-            name = re.sub(r"[^\w.-]", "_", self.model_id)
-            optimised = self._cache_dir / f"{name}.ort{onnxruntime.__version__}.basic.onnx"
-        return _ModelFiles(self._model_file, optimised)
 
     def embed_query(self, text: str) -> FloatMatrix:
         """One query's unit vector, on the session whose threads sleep as soon as it is done."""

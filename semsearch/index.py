@@ -139,9 +139,7 @@ class Index:
     def embedder(self) -> Embedder:
         """The embedder, created on first use (the ONNX session loads on first embed)."""
         if self._embedder is None:
-            self._embedder = OnnxEmbedder(
-                self.settings.model_dir, cache_dir=self.settings.cache_dir
-            )
+            self._embedder = OnnxEmbedder(self.settings.model_dir)
         return self._embedder
 
     def _open(self, create: bool = False) -> SqliteStore:

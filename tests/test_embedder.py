@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import semsearch.embedder as embedder_module
 from semsearch.embedder import HashEmbedder, OnnxEmbedder, _packaged_tokenizer
 from semsearch.errors import ModelError
 
@@ -98,26 +97,3 @@ def test_query_embedding_matches_batch_embedding(embedder: OnnxEmbedder) -> None
     batched = embedder.embed([query, "another text in the same batch"])[0]
     assert single.shape == (384,)
     assert float(single @ batched) >= 0.999
-
-
-def test_optimised_model_is_cached_and_gives_identical_vectors(tmp_path: Path) -> None:
-    texts = ["cache the optimised model", "a second sentence"]
-    reference = OnnxEmbedder().embed(texts)
-    first = OnnxEmbedder(threads=1, cache_dir=tmp_path / "cache")
-    assert np.allclose(first.embed(texts), reference, atol=1e-6)
-    cached = list((tmp_path / "cache").glob("*.basic.onnx"))
-    assert len(cached) == 1 and cached[0].stat().st_size > 0
-    assert not list((tmp_path / "cache").glob("*.tmp"))
-    embedder_module._SESSIONS.pop((str(first._model_file), 1, True))  # force a reload
-    again = OnnxEmbedder(threads=1, cache_dir=tmp_path / "cache")
-    assert np.allclose(again.embed(texts), reference, atol=1e-6)
-
-
-def test_damaged_cache_file_is_rebuilt(tmp_path: Path) -> None:
-    probe = OnnxEmbedder(threads=1, cache_dir=tmp_path)
-    target = probe._files().optimised
-    assert target is not None
-    target.write_bytes(b"truncated")
-    vector = OnnxEmbedder(threads=1, cache_dir=tmp_path).embed_query("still works")
-    assert vector.shape == (384,)
-    assert target.stat().st_size > 1000

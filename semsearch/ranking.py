@@ -4,8 +4,8 @@
   ``function foo``, ``fn foo``…) is boosted. A query word names a symbol when it has a capital
   letter, ``_``, a digit, ``.`` or ``::`` in it, or is the whole query: plain lower-case words of
   a sentence ("how the router works") do not.
-- Chunks of tests, examples, fixtures, benchmarks, vendored and generated files are
-  down-weighted, unless the query asks for that kind of file.
+- Chunks of tests, examples, fixtures, benchmarks, vendored and generated files, and of private
+  modules (``_internal/``, ``_utils.py``), are down-weighted, unless the query asks for them.
 - Many chunks of one file get diminishing returns: the n-th chunk of a file is multiplied by
   ``FILE_DECAY ** (n - 1)``, so the top results spread over files.
 """
@@ -65,6 +65,13 @@ _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
         re.compile(r"\.min\.(js|css)$|_pb2(_grpc)?\.py$|\.generated\.|(^|/)generated/|\.g\.dart$"),
         frozenset({"generated", "minified", "protobuf"}),
         0.6,
+    ),
+    (
+        # Python's convention for implementation details: `_internal/`, `_utils.py`.
+        "private",
+        re.compile(r"(^|/)_[a-z][^/]*(/|\.py$)"),
+        frozenset({"internal", "internals", "private"}),
+        0.7,
     ),
 )
 

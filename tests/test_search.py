@@ -146,3 +146,14 @@ def test_more_chunks_of_one_file_get_diminishing_returns(tmp_path: Path, hash_in
     repeated = [hit for hit in hits if hit.rel == "cache.md"]
     assert any("chunk 2 of this file x0.5" in hit.priors for hit in repeated)
     assert "other.md" in [hit.rel for hit in hits]
+
+
+def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Index) -> None:
+    text = "validators run before the model is built\n"
+    root = write_tree(tmp_path / "pkg", {"pkg/_internal/_core.py": text, "pkg/validators.py": text})
+    hash_index.update([root])
+    hits = hash_index.search("when do validators run", k=2)
+    assert [h.rel for h in hits] == ["pkg/validators.py", "pkg/_internal/_core.py"]
+    assert hits[1].priors == ("private file x0.7",)
+    asked = hash_index.search("internal validators", k=2)
+    assert all(hit.priors == () for hit in asked)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pathspec
 
 from semsearch.errors import ExtractError
+from semsearch.extract import has_text_bom
 
 # The original tool's list, without the directory-only .framework/.xcarchive and with .dSYM
 # lower-cased (the comparison is on lower-cased extensions, so .dSYM never matched).
@@ -225,6 +226,15 @@ def is_document(name: str) -> bool:
 def looks_binary(head: bytes) -> bool:
     """True when the first 4096 bytes hold a NUL byte."""
     return b"\0" in head[:_SNIFF_BYTES]
+
+
+def is_binary_content(rel: str, data: bytes) -> bool:
+    """The one rule for binary content, shared by the indexer, grep and cat_file.
+
+    A NUL byte in the first 4 KiB means binary, except for PDF/DOCX (extracted, not read as
+    text) and for text with a byte-order mark (UTF-16 is full of NUL bytes).
+    """
+    return not is_document(rel) and not has_text_bom(data[:4]) and looks_binary(data[:4096])
 
 
 def size_cap(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> int:

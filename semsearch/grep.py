@@ -34,14 +34,13 @@ from typing import Any
 import pathspec
 
 from semsearch.errors import ExtractError, PathRefusedError, SemsearchError, UsageError
-from semsearch.extract import Extracted, extract, has_text_bom, page_at
+from semsearch.extract import Extracted, extract, page_at
 from semsearch.files import (
     FileEntry,
     IgnoreSettings,
     Listing,
-    is_document,
+    is_binary_content,
     list_files,
-    looks_binary,
     read_file_bytes,
 )
 
@@ -127,7 +126,7 @@ def read_text(entry: FileEntry, ignore: IgnoreSettings) -> Extracted:
     :class:`OSError` when the file cannot be opened.
     """
     data = read_file_bytes(entry, ignore)
-    if not is_document(entry.rel) and not has_text_bom(data[:4]) and looks_binary(data[:4096]):
+    if is_binary_content(entry.rel, data):
         raise ExtractError(f"{entry.rel}: binary content (a NUL byte in the first 4 KiB)")
     return extract(entry.rel, data)
 

@@ -20,14 +20,13 @@ from typing import Literal
 from semsearch.chunking import ChunkSettings, chunk_text
 from semsearch.embedder import Embedder
 from semsearch.errors import ExtractError
-from semsearch.extract import Extracted, extract, has_text_bom, page_at
+from semsearch.extract import Extracted, extract, page_at
 from semsearch.files import (
     FileEntry,
     IgnoreSettings,
     Listing,
-    is_document,
+    is_binary_content,
     list_files,
-    looks_binary,
     read_file_bytes,
 )
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store
@@ -192,8 +191,7 @@ class Indexer:
             run.unchanged += 1
             self._emit(name, entry.rel, "touched", run, total)
             return
-        kind = "document" if is_document(entry.rel) else "text"
-        if kind == "text" and not has_text_bom(data[:4]) and looks_binary(data[:4096]):
+        if is_binary_content(entry.rel, data):
             self._record(run, entry, "binary", digest, "binary content", name)
             return
         try:

@@ -18,6 +18,7 @@ from semsearch.files import (
     IgnoreSettings,
     Listing,
     Skip,
+    is_binary_content,
     is_document,
     list_files,
     looks_binary,
@@ -435,3 +436,18 @@ def test_allow_list_ignore_file_keeps_folders_walkable(tmp_path: Path) -> None:
         "pkg/sub/deep.py",
         "top.py",
     ]
+
+
+@pytest.mark.parametrize(
+    ("rel", "data", "expected"),
+    [
+        ("a.txt", b"plain text", False),
+        ("a.txt", b"nul\x00byte", True),
+        ("a.txt", "utf-16 text".encode("utf-16"), False),
+        ("a.pdf", b"%PDF-1.4\x00\x01", False),
+        ("a.docx", b"PK\x03\x04\x00", False),
+        ("a.txt", b"x" * 5000 + b"\x00", False),
+    ],
+)
+def test_is_binary_content(rel: str, data: bytes, expected: bool) -> None:
+    assert is_binary_content(rel, data) is expected

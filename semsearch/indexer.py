@@ -92,6 +92,7 @@ class _Run:
     problems: list[Problem] = field(default_factory=list)
     pending: list[tuple[FileWrite, int]] = field(default_factory=list)
     pending_chunks: int = 0
+    touches: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ class Indexer:
             return
         digest = hashlib.sha256(data).hexdigest()
         if not force and state is not None and state.sha256 == digest and state.status == "ok":
-            self._store.touch_file(state.id, entry.mtime_ns)
+            run.touches.append((state.id, entry.mtime_ns))
             run.unchanged += 1
             self._emit(name, entry.rel, "touched", run, total)
             return
@@ -260,6 +261,9 @@ class Indexer:
         self._emit(name, entry.rel, action, run, len(run.listing.files), f"{status}: {reason}")
 
     def _flush(self, run: _Run, name: str) -> None:
+        if run.touches:
+            self._store.touch_files(run.touches)
+            run.touches.clear()
         if not run.pending:
             return
         writes = [write for write, _ in run.pending]

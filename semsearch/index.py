@@ -186,11 +186,7 @@ class Index:
             indexer = Indexer(store, self.embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []
             for root in chosen:
-                left = (
-                    None
-                    if max_files is None
-                    else max_files - sum(r.indexed + r.skipped + len(r.problems) for r in reports)
-                )
+                left = None if max_files is None else max_files - sum(r.processed for r in reports)
                 if left is not None and left <= 0:
                     reports.append(FolderReport(str(root), root.name, "", truncated=True))
                     continue

@@ -69,6 +69,7 @@ class FolderReport:
     skipped: int = 0
     deleted: int = 0
     chunks: int = 0
+    processed: int = 0  # files read this run (what max_files counts)
     truncated: bool = False
     failed: bool = False
     seconds: float = 0.0
@@ -150,6 +151,7 @@ class Indexer:
             mode=listing.mode,
             indexed=run.indexed,
             unchanged=run.unchanged,
+            processed=run.processed,
             skipped=run.skipped,
             deleted=deleted,
             chunks=run.chunks,

@@ -241,3 +241,17 @@ def test_concurrent_runs_wait_for_each_other(settings: Settings, folder: Path) -
             index.update([folder], wait_seconds=0.5)
         assert time.monotonic() - started >= 0.5
     assert index.update([folder]).folders[0].indexed == 3
+
+
+def test_max_files_counts_files_read_across_folders(
+    index: Index, folder: Path, tmp_path: Path
+) -> None:
+    other = write_tree(tmp_path / "other", {f"o{i}.md": f"other note {i}\n" for i in range(3)})
+    index.update([folder])
+    bump_mtime(folder / "a.md")  # read again (hash unchanged), so it counts towards the cap
+    (folder / "b.md").write_text("# Beta\n\nchanged bananas\n")
+    bump_mtime(folder / "b.md")
+    first, second = index.update([folder, other], max_files=3).folders
+    assert (first.processed, first.indexed, first.truncated) == (2, 1, False)
+    assert (second.processed, second.indexed, second.truncated) == (1, 1, True)
+    assert index.update([folder, other]).folders[1].indexed == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -284,3 +284,19 @@ def remove_roots(config_path: Path, targets: list[str], cwd: Path) -> RootChange
     if removed:
         _store_roots(config_path, data, roots)
     return RootChange(tuple(removed), (), tuple(rejected), tuple(roots))
+
+
+def roots_holding(roots: Sequence[Path], path: str | Path) -> list[Path]:
+    """The configured folders that hold ``path`` (it or anything below it), innermost first.
+
+    Both sides are compared as real paths, so ``..``, a symlink pointing out of a folder and a
+    sibling sharing a name prefix (``/srv/data`` vs ``/srv/data-private``) never match. This is
+    the confinement check of every MCP tool that reads or indexes a path.
+    """
+    real = os.path.realpath(path)
+    holding = []
+    for root in roots:
+        real_root = os.path.realpath(root)
+        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+            holding.append((len(real_root), root))
+    return [root for _, root in sorted(holding, key=lambda pair: -pair[0])]

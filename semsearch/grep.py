@@ -33,6 +33,7 @@ from typing import Any
 
 import pathspec
 
+from semsearch.config import roots_holding
 from semsearch.errors import ExtractError, PathRefusedError, SemsearchError, UsageError
 from semsearch.extract import Extracted, extract, page_at
 from semsearch.files import (
@@ -411,13 +412,8 @@ class Locator:
         )
 
     def _owners(self, real: str) -> list[tuple[Path, str]]:
-        """Configured roots containing ``real``, innermost first."""
-        owners = []
-        for root in self._roots:
-            real_root = os.path.realpath(root)
-            if real.startswith(real_root.rstrip(os.sep) + os.sep) or real == real_root:
-                owners.append((root, real_root))
-        return sorted(owners, key=lambda owner: -len(owner[1]))
+        """Configured roots containing ``real`` with their real paths, innermost first."""
+        return [(root, os.path.realpath(root)) for root in roots_holding(self._roots, real)]
 
     def _listing(self, real_root: str) -> Listing:
         if real_root not in self._listings:

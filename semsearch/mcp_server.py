@@ -39,7 +39,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from semsearch import __version__
-from semsearch.config import Settings, load_settings
+from semsearch.config import Settings, load_settings, roots_holding
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
 from semsearch.grep import GrepOptions, GrepResult, Locator
@@ -402,18 +402,13 @@ def _configured_root(settings: Settings, raw: str) -> Path:
     named = [root for root in settings.roots if root.name == raw]
     if os.sep not in raw and len(named) == 1:
         return named[0]
-    real = os.path.realpath(os.path.expanduser(raw))
-    owners = [
-        root
-        for root in settings.roots
-        if real == str(_real(root)) or real.startswith(str(_real(root)).rstrip(os.sep) + os.sep)
-    ]
+    owners = roots_holding(settings.roots, os.path.expanduser(raw))
     if not os.path.isabs(os.path.expanduser(raw)) or not owners:
         raise PathRefusedError(
             f"Refused: {raw} is not a configured folder or inside one; the index tool only "
             f"updates configured folders. To add it, run `semsearch add {raw}` in a terminal."
         )
-    return max(owners, key=lambda root: len(str(_real(root))))
+    return owners[0]
 
 
 TOOLS: tuple[tuple[str, str, bool], ...] = (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.config import add_roots, load_settings, remove_roots
+from semsearch.config import add_roots, load_settings, remove_roots, roots_holding
 from semsearch.errors import ConfigError
 
 
@@ -133,3 +133,16 @@ def test_remove_by_name_path_and_ambiguous_name(tmp_path: Path) -> None:
     change = remove_roots(config, [str(tmp_path / "y/src")], tmp_path)
     assert change.changed == (tmp_path / "y" / "src",)
     assert json.loads(config.read_text())["defaultRoots"] == [str(tmp_path / "x" / "src")]
+
+
+def test_roots_holding_compares_real_paths_innermost_first(tmp_path: Path) -> None:
+    data, private, inner = tmp_path / "data", tmp_path / "data-private", tmp_path / "data" / "sub"
+    for folder in (data, private, inner):
+        folder.mkdir(parents=True, exist_ok=True)
+    (data / "escape").symlink_to(private)
+    roots = [data, inner]
+    assert roots_holding(roots, inner / "x.txt") == [inner, data]
+    assert roots_holding(roots, data) == [data]
+    assert roots_holding(roots, private / "secret.txt") == []
+    assert roots_holding(roots, data / "escape" / "secret.txt") == []
+    assert roots_holding(roots, f"{data}/sub/../../data-private/secret.txt") == []

@@ -128,32 +128,17 @@ def token_ids(texts: list[str]) -> list[list[int]]:
 
 def raw_model_speed(ids: list[list[int]], settings_env: dict[str, str]) -> dict[str, Any]:
     """Tokens/s of session.run alone on length-sorted batches of a sample, per batch size."""
-    import numpy as np
-
     from semsearch.config import load_settings
-    from semsearch.embedder import OnnxEmbedder
+    from semsearch.embedder import OnnxEmbedder, model_inputs
 
     embedder = OnnxEmbedder(load_settings(settings_env).model_dir)
     session = embedder._load(spinning=True)  # the session indexing uses, with its options
-    names = {inp.name for inp in session.get_inputs()}
     sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)
     speeds: dict[int, float] = {}
     for size in RAW_BATCHES:
         feeds = []
         for start in range(0, len(sample), size):
-            batch = sample[start : start + size]
-            width = max(len(x) for x in batch)
-            input_ids = np.zeros((len(batch), width), dtype=np.int64)
-            mask = np.zeros_like(input_ids)
-            for row, x in enumerate(batch):
-                input_ids[row, : len(x)] = x
-                mask[row, : len(x)] = 1
-            feed = {
-                "input_ids": input_ids,
-                "attention_mask": mask,
-                "token_type_ids": np.zeros_like(input_ids),
-            }
-            feeds.append({k: v for k, v in feed.items() if k in names})
+            feeds.append(model_inputs(session, sample[start : start + size])[0])
         session.run(None, feeds[0])
         wait_for_quiet(timeout=20)
         started = time.perf_counter()

@@ -242,19 +242,26 @@ def _clip(ids: list[int]) -> list[int]:
     return ids if len(ids) <= MODEL_WINDOW else [*ids[: MODEL_WINDOW - 1], ids[-1]]
 
 
-def _run(session: Any, id_lists: list[list[int]]) -> FloatMatrix:
+def model_inputs(
+    session: Any, id_lists: Sequence[Sequence[int]]
+) -> tuple[dict[str, Any], np.ndarray[Any, Any]]:
+    """The padded batch a BERT-style session takes (ids, attention mask, token types, as far as
+    the model has those inputs), and the attention mask for pooling."""
     width = max(len(ids) for ids in id_lists)
     input_ids = np.zeros((len(id_lists), width), dtype=np.int64)
     mask = np.zeros_like(input_ids)
     for row, ids in enumerate(id_lists):
         input_ids[row, : len(ids)] = ids
         mask[row, : len(ids)] = 1
+    feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(mask)}
     names = {inp.name for inp in session.get_inputs()}
-    feed = {"input_ids": input_ids, "attention_mask": mask}
-    if "token_type_ids" in names:
-        feed["token_type_ids"] = np.zeros_like(input_ids)
+    return {name: value for name, value in feed.items() if name in names}, mask
+
+
+def _run(session: Any, id_lists: list[list[int]]) -> FloatMatrix:
+    feed, mask = model_inputs(session, id_lists)
     try:
-        hidden = session.run(None, {k: v for k, v in feed.items() if k in names})[0]
+        hidden = session.run(None, feed)[0]
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise ModelError(f"The model failed to run: {exc}") from exc
     return pool_and_normalise(np.asarray(hidden, dtype=np.float32), mask)

@@ -162,11 +162,11 @@ def allowed_files(
     return np.fromiter((r.id for r in chosen), dtype=np.int64, count=len(chosen))
 
 
-def check_model(store: Store, embedder: Embedder, index_path: str) -> None:
+def check_model(store: Store, embedder: Embedder) -> None:
     """Refuse to compare a query vector with vectors from another model."""
     stored = store.model()
     if stored is not None and stored[0] != embedder.model_id:
-        raise ModelMismatchError(model_mismatch_message(index_path, stored[0], embedder.model_id))
+        raise ModelMismatchError(model_mismatch_message(store.path, stored[0], embedder.model_id))
 
 
 def search(
@@ -189,7 +189,7 @@ def search(
     file_ids = None if allowed is None else [int(i) for i in allowed]
     use_vectors = options.mode != "bm25" and len(cache.ids) > 0
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
-        check_model(store, embedder, str(getattr(store, "path", "")))
+        check_model(store, embedder)
     lexical: Future[dict[str, list[int]]] | None = None
     if options.mode != "vector":
         lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, file_ids)

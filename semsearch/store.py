@@ -178,6 +178,8 @@ class FileRef:
 class Store(Protocol):
     """What the indexer and search need from an index backend."""
 
+    path: Path  # where the index lives, for messages
+
     def generation(self) -> int: ...
     def model(self) -> tuple[str, int] | None: ...
     def set_model(self, model_id: str, dim: int) -> None: ...
@@ -525,7 +527,7 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
-def model_mismatch_message(path: object, stored: str, current: str) -> str:
+def model_mismatch_message(path: Path, stored: str, current: str) -> str:
     """The message for an index built with another model."""
     return (
         f"The index {path} was built with model {stored}, but the configured model is {current}. "

@@ -144,3 +144,13 @@ def test_light_commands_never_load_onnxruntime(project: Path) -> None:
         check=True,
     )
     assert result.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_remove_purges_a_folder_indexed_but_never_configured(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    assert run(capsys, "index", str(project))[0] == 0
+    code, out, err = run(capsys, "remove", str(project))
+    assert code == 0, err
+    assert "purged    1 file from the index" in out
+    assert run(capsys, "search", "retry_with_backoff", "--json")[1].strip() == "[]"

@@ -15,6 +15,7 @@ import pytest
 
 from semsearch.config import Settings
 from semsearch.embedder import FloatMatrix, HashEmbedder
+from semsearch.errors import LockedError, ModelMismatchError, UsageError
 from semsearch.index import Index
 from semsearch.indexer import FileEvent
 from tests.conftest import write_tree
@@ -169,9 +170,9 @@ def test_force_re_embeds_everything(index: Index, folder: Path, embedder: Counti
 def test_another_model_is_refused_until_force(settings: Settings, folder: Path) -> None:
     Index(settings, embedder=HashEmbedder(64)).update([folder])
     other = Index(settings, embedder=HashEmbedder(32))
-    with pytest.raises(Exception, match="--force"):
+    with pytest.raises(ModelMismatchError, match="--force"):
         other.update([folder])
-    with pytest.raises(Exception, match="--force"):
+    with pytest.raises(ModelMismatchError, match="--force"):
         other.search("alpha")
     assert other.update([folder], force=True).folders[0].indexed == 3
     assert other.search("alpha apples")[0].rel == "a.md"
@@ -237,7 +238,7 @@ def test_concurrent_runs_wait_for_each_other(settings: Settings, folder: Path) -
     index = Index(settings, embedder=HashEmbedder())
     with write_lock(settings.index_path, 0):
         started = time.monotonic()
-        with pytest.raises(Exception, match="Another `semsearch index` is writing"):
+        with pytest.raises(LockedError, match="Another `semsearch index` is writing"):
             index.update([folder], wait_seconds=0.5)
         assert time.monotonic() - started >= 0.5
     assert index.update([folder]).folders[0].indexed == 3
@@ -255,3 +256,9 @@ def test_max_files_counts_files_read_across_folders(
     assert (first.processed, first.indexed, first.truncated) == (2, 1, False)
     assert (second.processed, second.indexed, second.truncated) == (1, 1, True)
     assert index.update([folder, other]).folders[1].indexed == 2
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_max_files_below_one_is_a_usage_error(index: Index, folder: Path, bad: int) -> None:
+    with pytest.raises(UsageError, match="max_files must be at least 1"):
+        index.update([folder], max_files=bad)

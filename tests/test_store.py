@@ -195,3 +195,12 @@ def test_version_1_index_is_migrated_and_its_fts_rebuilt(tmp_path: Path) -> None
 def test_new_index_uses_large_pages(store: SqliteStore, tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "index.db")
     assert conn.execute("PRAGMA page_size").fetchone()[0] == 16384
+
+
+def test_index_from_a_newer_semsearch_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="Upgrade semsearch"):
+        SqliteStore(path)

@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/semsearch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,lancedb]"
 	touch $(BIN)/semsearch
 
 install: $(BIN)/semsearch

@@ -1,18 +1,26 @@
 """Search latency on a synthetic index of N chunks: warm (library) and cold (CLI) search.
 
     python bench/latency.py --chunks 10000 [--chunks 100000] [--reuse-index]
+    python bench/latency.py --backend lancedb --chunks 100000 --chunks 1000000
 
-The index is written directly through ``SqliteStore.write_files``: random unit vectors, text of
-~150 words drawn with a Zipf-like law from the model's own vocabulary (so BM25 sees common and
-rare words), 10 chunks per file, and the real model id so vector searches run. Warm latency is
-``Index.search`` in one process (what the MCP server does) after one warm-up query; cold latency
-is ``python -m semsearch --index DB search QUERY`` wall time as a user runs it, median of runs.
+The index is written directly through the store's ``write_files``: unit vectors, text of ~150
+words drawn with a Zipf-like law from the model's own vocabulary (so BM25 sees common and rare
+words), 10 chunks per file, and the real model id so vector searches run; then ``maintain`` (for
+LanceDB: full-text indexes, the ANN index past its threshold, compaction). The vectors are
+clustered (a Gaussian mixture, one centre per 500 chunks, cosine ~0.5 within a cluster) like
+real embeddings; uniform random vectors have no neighbourhoods, which no ANN index can exploit.
+Exact search costs the same on either. Warm latency is ``Index.search`` in one process (what the
+MCP server does) after one warm-up query; cold latency is ``python -m semsearch --index DB search
+QUERY`` wall time as a user runs it, median of runs. With an ANN index, recall@10 is the share
+of the exact top 10 (numpy over all vectors) that the vector arm returns in its top 10, for 200
+held-out vectors drawn from the same mixture.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +33,6 @@ from benchlib import (
     DEFAULT_WORK,
     bench_env,
     child_env,
-    index_bytes,
     machine,
     median,
     percentile,
@@ -33,16 +40,36 @@ from benchlib import (
     write_json,
 )
 
-from semsearch.config import load_settings
+from semsearch.config import BACKENDS, load_settings
 from semsearch.embedder import OnnxEmbedder, load_tokenizer
 from semsearch.index import Index
-from semsearch.store import ChunkRecord, FileWrite, SqliteStore
+from semsearch.search import POOL_MIN
+from semsearch.store import ChunkRecord, FileWrite, Store, open_store
 
 CHUNKS_PER_FILE = 10
 WORDS_PER_CHUNK = 150
 DIM = 384
 WARM_QUERIES = 200
 COLD_RUNS = 7
+RECALL_QUERIES = 200
+CLUSTER_SIZE = 500
+SPREAD = 0.8  # noise norm relative to the unit centre: cosine ~0.5 between cluster members
+
+
+class Vectors:
+    """Unit vectors from a Gaussian mixture, seeded."""
+
+    def __init__(self, chunks: int, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        centres = rng.standard_normal((max(chunks // CLUSTER_SIZE, 20), DIM)).astype(np.float32)
+        self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+
+    def draw(self, count: int, rng: np.random.Generator) -> np.ndarray[Any, Any]:
+        """``count`` vectors near randomly chosen centres."""
+        picked = self.centres[rng.integers(0, len(self.centres), count)]
+        noise = rng.standard_normal((count, DIM)).astype(np.float32) * (SPREAD / np.sqrt(DIM))
+        vectors = picked + noise
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
 def vocabulary() -> list[str]:
@@ -68,15 +95,16 @@ class WordSource:
         return "\n".join(" ".join(words[i : i + 10]) for i in range(0, count, 10))
 
 
-def build(index_path: Path, chunks: int, model_id: str) -> float:
-    """Write ``chunks`` synthetic chunks; returns seconds taken."""
+def build(backend: str, path: Path, chunks: int, model_id: str) -> dict[str, float]:
+    """Write ``chunks`` synthetic chunks, then maintain; returns seconds taken by each."""
     started = time.perf_counter()
-    for stale in index_path.parent.glob(index_path.name + "*"):
-        stale.unlink()
-    store = SqliteStore(index_path, create=True)
+    for stale in path.parent.glob(path.name + "*"):
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    store = open_store(backend, path, create=True)
     store.set_model(model_id, DIM)
-    folder = store.ensure_folder(str(index_path.parent / "synthetic"), "synthetic")
+    folder = store.ensure_folder(str(path.parent / "synthetic"), "synthetic")
     rng = np.random.default_rng(0)
+    mixture = Vectors(chunks, 0)
     source = WordSource(0)
     files = (chunks + CHUNKS_PER_FILE - 1) // CHUNKS_PER_FILE
     batch: list[FileWrite] = []
@@ -86,8 +114,7 @@ def build(index_path: Path, chunks: int, model_id: str) -> float:
             ChunkRecord(1 + 15 * i, 15 * (i + 1), 0, 0, None, source.text(WORDS_PER_CHUNK))
             for i in range(count)
         )
-        vectors = rng.standard_normal((count, DIM)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = mixture.draw(count, rng)
         batch.append(
             FileWrite(
                 folder,
@@ -106,8 +133,34 @@ def build(index_path: Path, chunks: int, model_id: str) -> float:
             batch = []
     store.write_files(batch)
     store.mark_indexed(folder)
+    written = time.perf_counter()
+    store.maintain()
     store.close()
-    return time.perf_counter() - started
+    return {"write_s": written - started, "maintain_s": time.perf_counter() - written}
+
+
+def recall(backend: str, path: Path, chunks: int) -> dict[str, float] | None:
+    """Recall@10 and latency of the ANN vector arm against exact search (None without ANN)."""
+    store: Store = open_store(backend, path)
+    try:
+        if not store.has_ann():
+            return None
+        ids, _, matrix = store.vectors(0)
+        queries = Vectors(chunks, 0).draw(RECALL_QUERIES, np.random.default_rng(7))
+        found, times = [], []
+        for query in queries:
+            exact = ids[np.argpartition(-(matrix @ query), 10)[:10]]
+            started = time.perf_counter()
+            nearest = store.ann_search(query, POOL_MIN, None)
+            times.append(time.perf_counter() - started)
+            found.append(len(set(exact.tolist()) & {cid for cid, _ in nearest[:10]}) / 10)
+    finally:
+        store.close()
+    return {
+        "recall_at_10": float(np.mean(found)),
+        "ann_p50_ms": percentile(times, 50) * 1000,
+        "ann_p95_ms": percentile(times, 95) * 1000,
+    }
 
 
 def queries(count: int, seed: int = 1) -> list[str]:
@@ -137,9 +190,9 @@ def warm(settings_env: dict[str, str], mode: str) -> dict[str, float]:
     }
 
 
-def cold(work: Path, index_path: Path) -> dict[str, Any]:
+def cold(work: Path, index_path: Path, backend: str) -> dict[str, Any]:
     """Median wall time of the CLI search, and of the bare import of the CLI module."""
-    env = child_env(work)
+    env = {**child_env(work), "SS_STORE_BACKEND": backend}
     search = [sys.executable, "-m", "semsearch", "--index", str(index_path), "search", "-k", "10"]
     runs = []
     for query in queries(COLD_RUNS, seed=2):
@@ -158,21 +211,27 @@ def cold(work: Path, index_path: Path) -> dict[str, Any]:
     }
 
 
-def measure(chunks: int, reuse: bool) -> dict[str, Any]:
+def measure(backend: str, chunks: int, reuse: bool) -> dict[str, Any]:
     """Build (or reuse) the index of ``chunks`` chunks and time searches on it."""
-    work = DEFAULT_WORK / f"latency-{chunks}"
-    env = bench_env(work)
-    index_path = Path(env["SS_INDEX_PATH"])
-    fig: dict[str, Any] = {"chunks": chunks}
-    if not (reuse and index_path.exists()):
-        model_id = OnnxEmbedder(load_settings(env).model_dir).model_id
-        fig["build_s"] = build(index_path, chunks, model_id)
-    fig["index_bytes"] = index_bytes(index_path)
+    work = DEFAULT_WORK / (
+        f"latency-{chunks}" if backend == "sqlite" else f"latency-{backend}-{chunks}"
+    )
+    env = {**bench_env(work), "SS_STORE_BACKEND": backend}
+    settings = load_settings(env)
+    index_path, path = settings.index_path, settings.store_path
+    fig: dict[str, Any] = {"backend": backend, "chunks": chunks}
+    if not (reuse and path.exists()):
+        model_id = OnnxEmbedder(settings.model_dir).model_id
+        fig["build"] = build(backend, path, chunks, model_id)
+    store = open_store(backend, path)
+    fig["index_bytes"] = store.size_bytes()
+    store.close()
     wait_for_quiet()
+    fig["ann"] = recall(backend, path, chunks)
     for mode in ("hybrid", "vector", "bm25"):
         fig[mode] = warm(env, mode)
     wait_for_quiet()
-    fig.update(cold(work, index_path))
+    fig.update(cold(work, index_path, backend))
     return fig
 
 
@@ -186,10 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="index size (repeatable; default 10000)",
     )
+    parser.add_argument("--backend", choices=BACKENDS, default="sqlite", help="store backend")
     parser.add_argument("--reuse-index", action="store_true", help="keep an index built before")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    results = [measure(n, args.reuse_index) for n in args.chunks or [10_000]]
+    results = [measure(args.backend, n, args.reuse_index) for n in args.chunks or [10_000]]
+    print(f"backend {args.backend}")
     print(f"{'chunks':>8} {'mode':7} {'first ms':>9} {'p50 ms':>7} {'p95 ms':>7}")
     for fig in results:
         for mode in ("hybrid", "vector", "bm25"):
@@ -203,6 +264,18 @@ def main(argv: list[str] | None = None) -> int:
             f"(runs {fig['cli_runs_s']}); `import semsearch.cli` {fig['import_cli_s']:.3f} s; "
             f"index {fig['index_bytes'] / 1e6:.1f} MB"
         )
+        if fig["ann"]:
+            ann = fig["ann"]
+            print(
+                f"{fig['chunks']:8} ANN vector arm: recall@10 {ann['recall_at_10']:.3f} "
+                f"p50 {ann['ann_p50_ms']:.1f} ms p95 {ann['ann_p95_ms']:.1f} ms"
+            )
+        if "build" in fig:
+            b = fig["build"]
+            print(
+                f"{fig['chunks']:8} build: write {b['write_s']:.0f} s, "
+                f"maintain {b['maintain_s']:.0f} s"
+            )
     write_json(args.json, {"machine": machine(), "results": results})
     return 0
 

@@ -168,7 +168,7 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     note = "" if settings.config_exists else "  (not created yet: run `semsearch add`)"
     model = str(settings.model_dir) if settings.model_dir else "all-MiniLM-L6-v2 int8 (built in)"
     print(f"config file   {settings.config_path}{note}")
-    print(f"index file    {settings.index_path}")
+    print(f"index         {settings.store_path}  ({settings.store_backend})")
     print(f"model         {model}")
     print(f"ignore file   {settings.global_ignore_file} (+ {settings.ignore_file} in each folder)")
     roots = [str(r) for r in settings.roots] or ["(none configured)"]

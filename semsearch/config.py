@@ -8,6 +8,7 @@ JSON syntax errors).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,8 @@ from semsearch.errors import ConfigError
 CONFIG_NAME = "config.json"
 INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
+LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
+BACKENDS = ("sqlite", "lancedb")
 MODEL_WINDOW = 256
 
 
@@ -43,6 +46,13 @@ class Settings:
     ignore_file: str = ".indexignore"
     model_dir: Path | None = None
     store_backend: str = "sqlite"
+
+    @property
+    def store_path(self) -> Path:
+        """Where the index lives: the SQLite file, or the LanceDB folder beside it."""
+        if self.store_backend == "lancedb":
+            return self.index_path.parent / LANCEDB_DIR
+        return self.index_path
 
     @property
     def global_ignore_file(self) -> Path:
@@ -187,6 +197,19 @@ def _index_path(
     return _xdg(env, "XDG_DATA_HOME", ".local/share") / APP_DIR / INDEX_NAME
 
 
+def _check_backend(backend: str, config_path: Path) -> None:
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"Unknown store backend {backend!r} (from SS_STORE_BACKEND or {config_path}). "
+            f"Use one of: {', '.join(BACKENDS)}."
+        )
+    if backend == "lancedb" and importlib.util.find_spec("lancedb") is None:
+        raise ConfigError(
+            "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb "
+            'extra, which is not installed. Install it with: pip install "semsearch[lancedb]"'
+        )
+
+
 def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Settings:
     """Build the settings from the environment (pass ``os.environ``) and the ``--index`` flag."""
     config_path = default_config_path(env)
@@ -199,11 +222,7 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         values["model_dir"] = Path(env["SS_MODEL_DIR"]).expanduser()
     if env.get("SS_STORE_BACKEND"):
         values["store_backend"] = env["SS_STORE_BACKEND"]
-    if values.get("store_backend", "sqlite") != "sqlite":
-        raise ConfigError(
-            f"Unknown store backend {values['store_backend']!r} (from SS_STORE_BACKEND or "
-            f"{config_path}). This version supports only 'sqlite'."
-        )
+    _check_backend(values.get("store_backend", "sqlite"), config_path)
     return Settings(
         config_path=config_path,
         config_exists=config_path.is_file(),

@@ -33,7 +33,7 @@ from semsearch.files import (
 )
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.search import Hit, Mode, SearchOptions, VectorCache, search
-from semsearch.store import Folder, SqliteStore, model_mismatch_message, write_lock
+from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class Index:
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self._embedder = embedder
-        self._store: SqliteStore | None = None
+        self._store: Store | None = None
         self._cache = VectorCache()
 
     @property
@@ -142,9 +142,10 @@ class Index:
             self._embedder = OnnxEmbedder(self.settings.model_dir)
         return self._embedder
 
-    def _open(self, create: bool = False) -> SqliteStore:
+    def _open(self, create: bool = False) -> Store:
         if self._store is None:
-            self._store = SqliteStore(self.settings.index_path, create=create)
+            s = self.settings
+            self._store = open_store(s.store_backend, s.store_path, create=create)
         return self._store
 
     def _roots(self, roots: Sequence[str | Path] | None) -> list[Path]:
@@ -174,7 +175,7 @@ class Index:
         if max_files is not None and max_files < 1:
             raise UsageError(f"max_files must be at least 1, got {max_files}.")
         started = time.monotonic()
-        with write_lock(self.settings.index_path, wait_seconds):
+        with write_lock(self.settings.store_path, wait_seconds):
             store = self._open(create=True)
             stored = store.model()
             if stored is not None and stored[0] != self.embedder.model_id:
@@ -191,6 +192,7 @@ class Index:
                     reports.append(FolderReport(str(root), root.name, "", truncated=True))
                     continue
                 reports.append(indexer.index_folder(root, force=force, max_files=left))
+            store.maintain()
         return IndexReport(tuple(reports), time.monotonic() - started)
 
     def _indexer_settings(self) -> IndexerSettings:
@@ -222,31 +224,31 @@ class Index:
 
     def folders(self) -> list[Folder]:
         """Folders in the index with their counts ([] when there is no index yet)."""
-        if self._store is None and not self.settings.index_path.exists():
+        if self._store is None and not self.settings.store_path.exists():
             return []
         return self._open().folders()
 
     def purge(self, root: Path, wait_seconds: float = 600.0) -> int:
         """Remove a folder's files and chunks from the index; returns files purged."""
-        if not self.settings.index_path.exists():
+        if not self.settings.store_path.exists():
             return 0
-        with write_lock(self.settings.index_path, wait_seconds):
-            return self._open().remove_folder(str(root))
+        with write_lock(self.settings.store_path, wait_seconds):
+            store = self._open()
+            purged = store.remove_folder(str(root))
+            store.maintain()
+            return purged
 
     def status(self, count_changes: bool = True) -> Status:
         """Index file, model, folders with counts, and files changed since the last run."""
-        path = self.settings.index_path
+        path = self.settings.store_path
         if not path.exists():
             return Status(path, False, 0, None, (), {})
         store = self._open()
         folders = tuple(store.folders())
         changed = {f.path: self._changed(store, f) for f in folders} if count_changes else {}
-        size = sum(
-            p.stat().st_size for p in path.parent.glob(path.name + "*") if p.suffix != ".lock"
-        )
-        return Status(path, True, size, store.model(), folders, changed)
+        return Status(path, True, store.size_bytes(), store.model(), folders, changed)
 
-    def _changed(self, store: SqliteStore, folder: Folder) -> int:
+    def _changed(self, store: Store, folder: Folder) -> int:
         root = Path(folder.path)
         if not root.is_dir():
             return 0

@@ -12,6 +12,7 @@ them (bump ``TERMS_VERSION`` when they change).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 TERMS_VERSION = "3"
 
@@ -116,11 +117,32 @@ def chunk_terms(rel: str, text: str) -> str:
     return " ".join([*path_terms(rel), *identifier_terms(text)])
 
 
-def fts_query(query: str) -> str:
-    """An FTS5 expression: every word quoted (safe for any input), alternatives joined by OR.
+COLUMNS = ("text", "terms", "defines")  # the lexical columns of every backend
 
-    Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts; a
-    camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``).
+
+@dataclass(frozen=True)
+class LexicalQuery:
+    """Alternatives, any of which may match, in some of the lexical columns.
+
+    An alternative is a word or a phrase of several words (``os.path.join`` is the phrase
+    ``os path join``). Each backend turns this into its own query language.
+    """
+
+    alternatives: tuple[str, ...]
+    columns: tuple[str, ...] = COLUMNS
+
+    def fts5(self) -> str:
+        """The SQLite FTS5 expression: every alternative quoted (safe for any input)."""
+        phrases = " OR ".join('"' + word.replace('"', '""') + '"' for word in self.alternatives)
+        if self.columns == COLUMNS:
+            return phrases
+        return "{" + " ".join(self.columns) + "} : (" + phrases + ")"
+
+
+def lexical_query(query: str) -> LexicalQuery | None:
+    """The BM25 arm's query for a user's query; None when it has no word at all.
+
+    A camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``).
     Stop words are dropped when other words remain.
     """
     words = [word for word in dict.fromkeys(query.split()) if _WORD.search(word)]
@@ -131,4 +153,13 @@ def fts_query(query: str) -> str:
         pieces = split_identifier(word)
         if len(pieces) > 1 and "_" not in word and "." not in word:
             alternatives.append(" ".join(pieces))
-    return " OR ".join('"' + word.replace('"', '""') + '"' for word in dict.fromkeys(alternatives))
+    return LexicalQuery(tuple(dict.fromkeys(alternatives))) if alternatives else None
+
+
+def fts_query(query: str) -> str:
+    """The FTS5 expression of :func:`lexical_query` ("" when there is nothing to match).
+
+    Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts.
+    """
+    found = lexical_query(query)
+    return "" if found is None else found.fts5()

@@ -142,7 +142,7 @@ class Tools:
 
     def _index(self, settings: Settings) -> Index:
         """The shared reading Index (call with the lock held); a replaced file gets a new one."""
-        key = (settings.index_path, settings.model_dir, _identity(settings.index_path))
+        key = (settings.store_path, settings.model_dir, _identity(settings.store_path))
         if self._reader is None or key != self._reader_key:
             if self._reader is not None:
                 self._reader.close()
@@ -215,8 +215,8 @@ class Tools:
             rows.append(folder_json(only_indexed.name, path, False, only_indexed))
         payload: dict[str, Any] = {
             "folders": rows,
-            "indexPath": str(settings.index_path),
-            "indexExists": settings.index_path.exists(),
+            "indexPath": str(settings.store_path),
+            "indexExists": settings.store_path.exists(),
         }
         if not settings.roots:
             payload["hint"] = "No folders configured: run `semsearch add PATH` in a terminal."

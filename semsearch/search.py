@@ -20,7 +20,7 @@ import pathspec
 
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
-from semsearch.lexical import fts_query
+from semsearch.lexical import LexicalQuery, lexical_query
 from semsearch.ranking import FILE_DECAY, QueryInfo, chunk_priors, defines_queried, query_info
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
@@ -82,10 +82,15 @@ class SearchOptions:
 
 
 class VectorCache:
-    """The index's vectors in memory, refreshed incrementally when the index changes."""
+    """The index's vectors in memory, refreshed incrementally when the index changes.
+
+    A store with an ANN index (LanceDB past its threshold) answers the vector arm itself; the
+    cache then holds only the file references.
+    """
 
     def __init__(self) -> None:
         self.generation = -1
+        self.ann = False
         self.ids = np.zeros(0, dtype=np.int64)
         self.file_ids = np.zeros(0, dtype=np.int64)
         self.matrix = np.zeros((0, 0), dtype=np.float32)
@@ -96,6 +101,17 @@ class VectorCache:
         generation = store.generation()
         if generation == self.generation:
             return
+        self.ann = store.has_ann()
+        if self.ann:
+            self.ids = np.zeros(0, dtype=np.int64)
+            self.file_ids = np.zeros(0, dtype=np.int64)
+            self.matrix = np.zeros((0, 0), dtype=np.float32)
+        else:
+            self._load(store)
+        self.refs = {ref.id: ref for ref in store.file_refs()}
+        self.generation = generation
+
+    def _load(self, store: Store) -> None:
         keep = np.isin(self.ids, store.chunk_ids(), assume_unique=True) if len(self.ids) else None
         if keep is not None and keep.any():
             ids, file_ids, matrix = store.vectors(int(self.ids[-1]))
@@ -104,13 +120,22 @@ class VectorCache:
             self.matrix = np.ascontiguousarray(np.concatenate([self.matrix[keep], matrix]))
         else:  # first load, or nothing left to keep: one read of everything
             self.ids, self.file_ids, self.matrix = store.vectors(0)
-        self.refs = {ref.id: ref for ref in store.file_refs()}
-        self.generation = generation
+
+    @property
+    def empty(self) -> bool:
+        """True when there is nothing for the vector arm to search."""
+        return not self.refs if self.ann else not len(self.ids)
 
     def top(
-        self, query: np.ndarray[Any, Any], pool: int, allowed: np.ndarray[Any, Any] | None
-    ) -> list[int]:
-        """Chunk ids of the ``pool`` nearest vectors (cosine), among allowed files."""
+        self,
+        store: Store,
+        query: np.ndarray[Any, Any],
+        pool: int,
+        allowed: np.ndarray[Any, Any] | None,
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``pool`` nearest vectors among allowed files, best first."""
+        if self.ann:
+            return store.ann_search(query, pool, allowed)
         if not len(self.ids):
             return []
         scores = self.matrix @ query.astype(np.float32)
@@ -120,13 +145,7 @@ class VectorCache:
         best = np.argpartition(-scores, pool - 1)[:pool]
         best = best[np.argsort(-scores[best], kind="stable")]
         best = best[np.isfinite(scores[best])]
-        return [int(i) for i in self.ids[best]]
-
-    def cosine(self, query: np.ndarray[Any, Any], chunk_ids: Sequence[int]) -> dict[int, float]:
-        """Cosine of the query against given chunks."""
-        rows = np.searchsorted(self.ids, np.asarray(chunk_ids, dtype=np.int64))
-        pairs = zip(chunk_ids, rows, strict=True)
-        return {cid: float(self.matrix[row] @ query) for cid, row in pairs}
+        return [(int(self.ids[i]), float(scores[i])) for i in best]
 
 
 def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
@@ -187,23 +206,23 @@ def search(
     pool = max(options.k * 5, POOL_MIN)
     info = query_info(query)
     file_ids = None if allowed is None else [int(i) for i in allowed]
-    use_vectors = options.mode != "bm25" and len(cache.ids) > 0
+    use_vectors = options.mode != "bm25" and not cache.empty
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder)
     lexical: Future[dict[str, list[int]]] | None = None
     if options.mode != "vector":
         lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, file_ids)
     arms: dict[str, list[int]] = {}
-    query_vector = None
+    nearest: list[tuple[int, float]] = []
     try:
         if use_vectors:
-            query_vector = embedder.embed_query(query)
-            arms["vector"] = cache.top(query_vector, pool, allowed)
+            nearest = cache.top(store, embedder.embed_query(query), pool, allowed)
+            arms["vector"] = [cid for cid, _ in nearest]
     finally:
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
-        scores = cache.cosine(query_vector, arms["vector"]) if query_vector is not None else {}
+        scores = dict(nearest)
     else:
         used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
         best_possible = len(used) / (options.rrf_k + 1)
@@ -215,8 +234,8 @@ def _lexical_arms(
     store: Store, query: str, info: QueryInfo, pool: int, file_ids: list[int] | None
 ) -> dict[str, list[int]]:
     """The BM25 arm, and the definitions arm when the query names a symbol."""
-    expression = fts_query(query)
-    arms = {"bm25": store.lexical(expression, pool, file_ids) if expression else []}
+    words = lexical_query(query)
+    arms = {"bm25": store.lexical(words, pool, file_ids) if words else []}
     if info.names:
         arms["definitions"] = _definitions(store, info, file_ids)
     return arms
@@ -236,8 +255,8 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
 
     The FTS ``defines`` column finds them (case-folded and stemmed), the exact name confirms.
     """
-    names = " OR ".join('"' + name.replace('"', '""') + '"' for name in info.names)
-    rows = store.chunks(store.lexical(f"defines : ({names})", DEFINITION_POOL, file_ids))
+    names = LexicalQuery(tuple(info.names), columns=("defines",))
+    rows = store.chunks(store.lexical(names, DEFINITION_POOL, file_ids))
     return [row.id for row in rows if defines_queried(row.rel, row.text, info)]
 
 

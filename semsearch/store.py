@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
-from semsearch.lexical import TERMS_VERSION, chunk_terms, definitions
+from semsearch.lexical import TERMS_VERSION, LexicalQuery, chunk_terms, definitions
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
@@ -176,7 +176,12 @@ class FileRef:
 
 
 class Store(Protocol):
-    """What the indexer and search need from an index backend."""
+    """What the indexer and search need from an index backend.
+
+    Vector search: a store without an ANN index (``has_ann()`` false) hands its vectors to the
+    caller's in-memory exact search (``vectors``, ``chunk_ids``); one with an ANN index answers
+    ``ann_search`` itself. ``maintain`` runs after every index run and folder removal.
+    """
 
     path: Path  # where the index lives, for messages
 
@@ -193,12 +198,21 @@ class Store(Protocol):
     def remove_folder(self, path: str) -> int: ...
     def mark_indexed(self, folder_id: int) -> None: ...
     def clear_chunks(self) -> None: ...
+    def chunk_count(self) -> int: ...
     def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]: ...
     def vectors(
         self, min_id: int
     ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]: ...
-    def lexical(self, match: str, limit: int, file_ids: Sequence[int] | None) -> list[int]: ...
+    def has_ann(self) -> bool: ...
+    def ann_search(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    ) -> list[tuple[int, float]]: ...
+    def lexical(
+        self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None
+    ) -> list[int]: ...
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]: ...
+    def maintain(self) -> None: ...
+    def size_bytes(self) -> int: ...
     def close(self) -> None: ...
 
 
@@ -465,8 +479,21 @@ class SqliteStore:
         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
         return ids, file_ids, matrix.astype(np.float32, copy=False)
 
-    def lexical(self, match: str, limit: int, file_ids: Sequence[int] | None = None) -> list[int]:
-        """Chunk ids matching an FTS5 expression, best BM25 first, optionally within files."""
+    def has_ann(self) -> bool:
+        """Always False: searches run exactly over the vectors held in memory."""
+        return False
+
+    def ann_search(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    ) -> list[tuple[int, float]]:
+        """Not available: the SQLite store has no ANN index (see ``has_ann``)."""
+        raise NotImplementedError("the SQLite store has no ANN index")
+
+    def lexical(
+        self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Chunk ids matching the query, best BM25 first, optionally within files."""
+        match = query.fts5()
         if file_ids is None:
             rows = self._conn.execute(
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -498,6 +525,14 @@ class SqliteStore:
         ).fetchall()
         by_id = {row[0]: ChunkRow(*row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
+
+    def maintain(self) -> None:
+        """Nothing to do: SQLite keeps its FTS index current in every transaction."""
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the file and its WAL."""
+        files = self.path.parent.glob(self.path.name + "*")
+        return sum(p.stat().st_size for p in files if p.suffix != ".lock")
 
     def close(self) -> None:
         """Close the connection."""
@@ -557,3 +592,12 @@ def write_lock(index_path: Path, wait_seconds: float) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
+    """The store of a backend (``sqlite`` or ``lancedb``) at ``path``."""
+    if backend == "lancedb":
+        from semsearch.lance_store import LanceStore  # optional extra: loaded only when chosen
+
+        return LanceStore(path, create=create)
+    return SqliteStore(path, create=create)

@@ -29,9 +29,19 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+BACKENDS = ("sqlite", "lancedb")
+
+
 @pytest.fixture
-def settings(isolated_env: Path) -> Settings:
-    """Settings loaded from the isolated environment."""
+def store_backend() -> str:
+    """The store backend of the ``settings`` fixture; suites that run on both override it."""
+    return "sqlite"
+
+
+@pytest.fixture
+def settings(isolated_env: Path, store_backend: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings loaded from the isolated environment, with ``SS_STORE_BACKEND`` set."""
+    monkeypatch.setenv("SS_STORE_BACKEND", store_backend)
     return load_settings(os.environ)
 
 

@@ -95,7 +95,7 @@ def test_config_file_values_and_env_override(
         ({"chunk": {"hardTokenLimit": 300}}, "`chunk.hardTokenLimit` must be between 16 and 254"),
         ({"chunk": {"overlapTokens": 200}}, "`chunk.overlapTokens` must be between 0 and 199"),
         ({"maxFileSizeBytes": -1}, "`maxFileSizeBytes` must be >= 1"),
-        ({"storeBackend": "lancedb"}, "supports only 'sqlite'"),
+        ({"storeBackend": "postgres"}, "Unknown store backend 'postgres'"),
     ],
 )
 def test_bad_config_is_one_clear_error(

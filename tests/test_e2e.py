@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from semsearch.cli import main
-from tests.conftest import write_tree
+from semsearch.config import load_settings
+from semsearch.embedder import OnnxEmbedder
+from semsearch.index import Index
+from tests.conftest import BACKENDS, write_tree
 from tests.docgen import write_docx, write_pdf
 
 SECRET = "hunter2-never-index-this"
@@ -221,3 +225,36 @@ def test_copied_index_searches_elsewhere(
     code, out, err = run(capsys, "--index", str(copy), "search", "ERR_ZORBLATT_7741", "--json")
     assert code == 0, err
     assert json.loads(out)[0]["relPath"] == "lib/payment_service.dart"
+
+
+SAME_RESULT_QUERIES = (
+    "ERR_ZORBLATT_7741",
+    "parseHeaderLine",
+    "remove_stale_builds",
+    "what happens when a payment request keeps failing",
+    "charging a card during checkout",
+    "following another account is idempotent",
+    "printer paper jam",
+    "warehouse approved by the board",
+    "quarterly budget review",
+    "café de la gare",
+    "session token expiry",
+    "cache purge on deploy",
+)
+
+
+def test_both_backends_return_the_same_top_results(
+    corpus: Path, tmp_path: Path, isolated_env: Path
+) -> None:
+    embedder = OnnxEmbedder()
+    found: dict[str, list[list[tuple[str, int]]]] = {}
+    for backend in BACKENDS:
+        env = {**os.environ, "SS_STORE_BACKEND": backend}
+        index = Index(load_settings(env, str(tmp_path / backend / "index.db")), embedder=embedder)
+        index.update([corpus])
+        found[backend] = [
+            [(hit.rel, hit.start_line) for hit in index.search(query, k=3)]
+            for query in SAME_RESULT_QUERIES
+        ]
+        index.close()
+    assert found["lancedb"] == found["sqlite"]

@@ -18,8 +18,15 @@ from semsearch.embedder import FloatMatrix, HashEmbedder
 from semsearch.errors import LockedError, ModelMismatchError, UsageError
 from semsearch.index import Index
 from semsearch.indexer import FileEvent
-from tests.conftest import write_tree
+from semsearch.store import open_store
+from tests.conftest import BACKENDS, write_tree
 from tests.docgen import write_docx
+
+
+@pytest.fixture(params=BACKENDS)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """Every test here runs against both store backends."""
+    return str(request.param)
 
 
 class CountingEmbedder(HashEmbedder):
@@ -222,21 +229,27 @@ def test_kill_9_mid_run_leaves_a_consistent_index_and_the_next_run_resumes(
     assert child.stdout.readline().strip() == "progress"
     child.send_signal(signal.SIGKILL)
     child.wait()
-    conn = sqlite3.connect(settings.index_path)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-    done = conn.execute("SELECT count(*) FROM files").fetchone()[0]
-    conn.close()
+    if settings.store_backend == "sqlite":
+        conn = sqlite3.connect(settings.index_path)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        conn.close()
+    reader = Index(settings, embedder=HashEmbedder())
+    assert reader.search("document lorem", k=3)  # searchable as the killed run left it
+    done = reader.status(count_changes=False).files
     assert 0 < done < 1500
     report = Index(settings, embedder=HashEmbedder()).update([root]).folders[0]
     assert (report.unchanged, report.indexed) == (done, 1500 - done)
+    store = open_store(settings.store_backend, settings.store_path)
+    (folder,) = store.folders()
+    assert (folder.files, folder.chunks) == (1500, store.chunk_count())  # no orphaned chunks
 
 
 def test_concurrent_runs_wait_for_each_other(settings: Settings, folder: Path) -> None:
     from semsearch.store import write_lock
 
     index = Index(settings, embedder=HashEmbedder())
-    with write_lock(settings.index_path, 0):
+    with write_lock(settings.store_path, 0):
         started = time.monotonic()
         with pytest.raises(LockedError, match="Another `semsearch index` is writing"):
             index.update([folder], wait_seconds=0.5)

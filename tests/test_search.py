@@ -9,7 +9,13 @@ import pytest
 from semsearch.errors import UsageError
 from semsearch.index import Index
 from semsearch.search import rrf
-from tests.conftest import write_tree
+from tests.conftest import BACKENDS, write_tree
+
+
+@pytest.fixture(params=BACKENDS)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """Every test here runs against both store backends."""
+    return str(request.param)
 
 
 def test_rrf_sums_reciprocal_ranks() -> None:

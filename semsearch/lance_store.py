@@ -1,0 +1,638 @@
+"""The LanceDB index: the optional backend for indexes that outgrow one SQLite file.
+
+Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed with
+``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, four tables::
+
+    meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
+                          the vector index was trained), next_files_id, next_chunks_id
+    folders(id, path, name, last_indexed)
+    files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
+    chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
+           text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised)
+
+The columns mean what they mean in the SQLite store (see ``semsearch.store``); ``terms`` and
+``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
+English stemming, no stop-word removal) cover ``text``, ``terms`` and ``defines``.
+
+Vector search is exact (the caller's in-memory numpy product) below ``ANN_MIN_ROWS`` chunks; at
+that size an IVF-HNSW-SQ index with cosine distance is built, and it is retrained whenever the
+table has doubled since. ``maintain`` (after every index run and folder removal) brings the
+full-text and vector indexes up to date, compacts the tables and deletes old versions.
+
+Consistency: every write is one LanceDB commit. A file's chunks are replaced in one commit
+(merge-insert that also deletes the file's old chunks); its ``files`` row is written after, so a
+run killed between the two leaves a row whose mtime/sha no longer match and the next run redoes
+the file. Chunks whose file row never got written are invisible to search and deleted by the
+next ``maintain``. Readers open tables with a read-consistency interval of zero: a long-running
+MCP server sees what another process committed on its next query.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
+from semsearch.lexical import TERMS_VERSION, LexicalQuery, chunk_terms, definitions
+from semsearch.store import (
+    ChunkRow,
+    FileRef,
+    FileState,
+    FileWrite,
+    Folder,
+    model_mismatch_message,
+)
+
+try:
+    import lancedb
+    import pyarrow as pa
+    from lancedb.index import FTS, BTree, HnswSq
+    from lancedb.query import (
+        BooleanQuery,
+        FullTextOperator,
+        FullTextQuery,
+        MatchQuery,
+        MultiMatchQuery,
+        Occur,
+    )
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise ConfigError(
+        "The LanceDB store backend needs the lancedb extra, which is not installed. "
+        'Install it with: pip install "semsearch[lancedb]"'
+    ) from exc
+
+SCHEMA_VERSION = 1
+ID_BLOCK = 65_536  # ids reserved per meta write
+ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
+ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
+ANN_EF = 96  # HNSW search breadth: recall@10 >= 0.95 at 1M chunks (bench/latency.py)
+ANN_NPROBES = 4  # IVF partitions searched
+COLUMN_BOOSTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}  # as the SQLite store's bm25 weights
+_TOKEN = re.compile(r"\w+")
+ANY, ALL = FullTextOperator.OR, FullTextOperator.AND
+T = TypeVar("T")
+
+META = pa.schema([("key", pa.string()), ("value", pa.string())])
+FOLDERS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("path", pa.string()),
+        ("name", pa.string()),
+        ("last_indexed", pa.float64()),
+    ]
+)
+FILES = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("folder_id", pa.int64()),
+        ("rel", pa.string()),
+        ("mtime_ns", pa.int64()),
+        ("size", pa.int64()),
+        ("sha256", pa.string()),
+        ("status", pa.string()),
+        ("kind", pa.string()),
+    ]
+)
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    """The chunks table's schema for vectors of ``dim`` dimensions."""
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("file_id", pa.int64()),
+            ("ord", pa.int32()),
+            ("start_line", pa.int32()),
+            ("end_line", pa.int32()),
+            ("start_offset", pa.int64()),
+            ("end_offset", pa.int64()),
+            ("page", pa.int32()),
+            ("text", pa.string()),
+            ("terms", pa.string()),
+            ("defines", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def _ids(values: Iterable[int]) -> str:
+    return ",".join(str(int(v)) for v in values)
+
+
+class LanceStore:
+    """The LanceDB index folder (see the module docstring for the format)."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not (path / "meta.lance").exists():
+            raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
+        try:
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(path), read_consistency_interval=timedelta(0))
+            names = set(self._db.list_tables().tables)
+            if create:
+                for name, schema in (("meta", META), ("folders", FOLDERS), ("files", FILES)):
+                    if name not in names:
+                        self._db.create_table(name, schema=schema)
+            self._meta = self._db.open_table("meta")
+            self._folders = self._db.open_table("folders")
+            self._files = self._db.open_table("files")
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+        self._chunks: Any = None
+        self._files_cache: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
+        self._folders_cache: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
+        self._ann: tuple[int, bool] = (-1, False)
+        self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
+        self._check_version(create)
+
+    def _check_version(self, create: bool) -> None:
+        version = self.meta("schema_version")
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"Index {self.path} has LanceDB schema version {version}; this semsearch knows "
+                f"{SCHEMA_VERSION}. Upgrade semsearch."
+            )
+        if create and version is None:
+            self._put_meta({"schema_version": str(SCHEMA_VERSION), "terms_version": TERMS_VERSION})
+        elif create and self.meta("terms_version") != TERMS_VERSION:
+            self._retag()
+
+    # -- small tables --------------------------------------------------------------------
+
+    def _meta_values(self) -> dict[str, str]:
+        rows = self._meta.to_arrow().to_pylist()
+        return {row["key"]: row["value"] for row in rows}
+
+    def meta(self, key: str) -> str | None:
+        """One meta value, or None."""
+        return self._meta_values().get(key)
+
+    def _put_meta(self, values: dict[str, str]) -> None:
+        rows = pa.Table.from_pylist([{"key": k, "value": v} for k, v in values.items()], META)
+        self._meta.merge_insert(
+            "key"
+        ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
+
+    def _file_rows(self) -> dict[int, dict[str, Any]]:
+        version = self._files.version
+        if self._files_cache[0] != version:
+            rows = self._files.to_arrow().to_pylist()
+            self._files_cache = (version, {row["id"]: row for row in rows})
+        return self._files_cache[1]
+
+    def _folder_rows(self) -> dict[int, dict[str, Any]]:
+        version = self._folders.version
+        if self._folders_cache[0] != version:
+            rows = self._folders.to_arrow().to_pylist()
+            self._folders_cache = (version, {row["id"]: row for row in rows})
+        return self._folders_cache[1]
+
+    def _chunk_table(self) -> Any:
+        if self._chunks is None and "chunks" in self._db.list_tables().tables:
+            self._chunks = self._db.open_table("chunks")
+        return self._chunks
+
+    def _allocate(self, name: str, count: int) -> int:
+        """The first of ``count`` fresh ids for ``files`` or ``chunks``; ids are never reused.
+
+        Ids are reserved in blocks recorded in meta (``next_files_id``, ``next_chunks_id``)
+        before use, so another writer, or this one after a drop, never hands them out again.
+        """
+        start, end = self._reserved.get(name, (0, 0))
+        if start + count > end:
+            start = int(self.meta(f"next_{name}_id") or 1)
+            end = start + max(count, ID_BLOCK)
+            self._put_meta({f"next_{name}_id": str(end)})
+        self._reserved[name] = (start + count, end)
+        return start
+
+    # -- the Store interface ---------------------------------------------------------------
+
+    def generation(self) -> int:
+        """Sum of the tables' versions: every commit raises it."""
+        chunks = self._chunk_table()
+        total = self._meta.version + self._folders.version + self._files.version
+        return total + (chunks.version if chunks is not None else 0)
+
+    def model(self) -> tuple[str, int] | None:
+        """The (model id, dimension) the stored vectors were made with, if any."""
+        values = self._meta_values()
+        model_id, dim = values.get("model_id"), values.get("dim")
+        return None if model_id is None or dim is None else (model_id, int(dim))
+
+    def set_model(self, model_id: str, dim: int) -> None:
+        """Record the model and create the chunks table; refuses to switch while chunks exist."""
+        current = self.model()
+        chunks = self._chunk_table()
+        if current == (model_id, dim) and chunks is not None:
+            return
+        if current is not None and current != (model_id, dim) and self.chunk_count() > 0:
+            raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
+        if chunks is not None:
+            self._db.drop_table("chunks")
+        self._chunks = self._db.create_table("chunks", schema=chunk_schema(dim))
+        for column in COLUMN_BOOSTS:
+            self._chunks.create_index(
+                column, config=FTS(remove_stop_words=False, stem=True, ascii_folding=True)
+            )
+        self._chunks.create_index("id", config=BTree())
+        self._put_meta({"model_id": model_id, "dim": str(dim)})
+
+    def chunk_count(self) -> int:
+        """Number of stored chunks."""
+        chunks = self._chunk_table()
+        return 0 if chunks is None else int(chunks.count_rows())
+
+    def ensure_folder(self, path: str, name: str) -> int:
+        """The folder's id, creating its row if needed."""
+        for row in self._folder_rows().values():
+            if row["path"] == path:
+                return int(row["id"])
+        folder_id = max(self._folder_rows(), default=0) + 1
+        row = {"id": folder_id, "path": path, "name": name, "last_indexed": None}
+        self._folders.add(pa.Table.from_pylist([row], FOLDERS))
+        return folder_id
+
+    def folders(self) -> list[Folder]:
+        """Every folder in the index with file and chunk counts."""
+        files = self._file_rows()
+        per_file = self._chunks_per_file()
+        result = []
+        for row in self._folder_rows().values():
+            mine = [f for f in files.values() if f["folder_id"] == row["id"]]
+            result.append(
+                Folder(
+                    row["id"],
+                    row["path"],
+                    row["name"],
+                    row["last_indexed"],
+                    sum(1 for f in mine if f["status"] == "ok"),
+                    sum(per_file.get(f["id"], 0) for f in mine),
+                )
+            )
+        return sorted(result, key=lambda f: f.path)
+
+    def _chunks_per_file(self) -> dict[int, int]:
+        chunks = self._chunk_table()
+        if chunks is None:
+            return {}
+        column = chunks.search().select(["file_id"]).limit(None).to_arrow()["file_id"]
+        counts = pa.compute.value_counts(column).to_pylist()
+        return {item["values"]: item["counts"] for item in counts}
+
+    def file_states(self, folder_id: int) -> dict[str, FileState]:
+        """rel → state for every file remembered under a folder."""
+        return {
+            row["rel"]: FileState(
+                row["id"], row["rel"], row["mtime_ns"], row["size"], row["sha256"], row["status"]
+            )
+            for row in self._file_rows().values()
+            if row["folder_id"] == folder_id
+        }
+
+    def file_refs(self) -> list[FileRef]:
+        """Every file that has chunks, with its folder."""
+        folders = self._folder_rows()
+        return [
+            FileRef(
+                row["id"],
+                row["folder_id"],
+                folders[row["folder_id"]]["name"],
+                folders[row["folder_id"]]["path"],
+                row["rel"],
+            )
+            for row in self._file_rows().values()
+            if row["status"] == "ok" and row["folder_id"] in folders
+        ]
+
+    def write_files(self, writes: Sequence[FileWrite]) -> None:
+        """Replace several files: their chunks in one commit, then their rows in another."""
+        if not writes:
+            return
+        existing = {(r["folder_id"], r["rel"]): r["id"] for r in self._file_rows().values()}
+        fresh = [w for w in writes if (w.folder_id, w.rel) not in existing]
+        next_file = self._allocate("files", len(fresh)) if fresh else 0
+        file_rows: list[dict[str, Any]] = []
+        parts: list[pa.Table] = []
+        for write in writes:
+            file_id = existing.get((write.folder_id, write.rel))
+            if file_id is None:
+                file_id, next_file = next_file, next_file + 1
+            file_rows.append(
+                {
+                    "id": file_id,
+                    "folder_id": write.folder_id,
+                    "rel": write.rel,
+                    "mtime_ns": write.mtime_ns,
+                    "size": write.size,
+                    "sha256": write.sha256,
+                    "status": write.status,
+                    "kind": write.kind,
+                }
+            )
+            if write.chunks:
+                parts.append(self._chunk_rows(file_id, write))
+        file_ids = _ids(row["id"] for row in file_rows)
+        chunks = self._chunk_table()
+        if parts:
+            if chunks is None:
+                raise StoreError("Chunks written before the model was recorded (set_model).")
+            chunks.merge_insert(
+                "id"
+            ).when_not_matched_insert_all().when_not_matched_by_source_delete(
+                f"file_id IN ({file_ids})"
+            ).execute(pa.concat_tables(parts))
+        elif chunks is not None:
+            chunks.delete(f"file_id IN ({file_ids})")
+        self._files.merge_insert(
+            "id"
+        ).when_matched_update_all().when_not_matched_insert_all().execute(
+            pa.Table.from_pylist(file_rows, FILES)
+        )
+
+    def _chunk_rows(self, file_id: int, write: FileWrite) -> pa.Table:
+        assert write.vectors is not None and len(write.vectors) == len(write.chunks)
+        count = len(write.chunks)
+        first = self._allocate("chunks", count)
+        vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+        dim = vectors.shape[1]
+        chunks = write.chunks
+        columns = {
+            "id": pa.array(np.arange(first, first + count, dtype=np.int64)),
+            "file_id": pa.array(np.full(count, file_id, dtype=np.int64)),
+            "ord": pa.array(np.arange(count, dtype=np.int32)),
+            "start_line": pa.array([c.start_line for c in chunks], pa.int32()),
+            "end_line": pa.array([c.end_line for c in chunks], pa.int32()),
+            "start_offset": pa.array([c.start_offset for c in chunks], pa.int64()),
+            "end_offset": pa.array([c.end_offset for c in chunks], pa.int64()),
+            "page": pa.array([c.page for c in chunks], pa.int32()),
+            "text": pa.array([c.text for c in chunks], pa.string()),
+            "terms": pa.array([chunk_terms(write.rel, c.text) for c in chunks], pa.string()),
+            "defines": pa.array([" ".join(definitions(c.text)) for c in chunks], pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
+        }
+        return pa.Table.from_pydict(columns, schema=chunk_schema(dim))
+
+    def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
+        """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
+        rows = self._file_rows()
+        changed = [{**rows[i], "mtime_ns": m} for i, m in touches if i in rows]
+        if changed:
+            self._files.merge_insert("id").when_matched_update_all().execute(
+                pa.Table.from_pylist(changed, FILES)
+            )
+
+    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int:
+        """Forget files (and their chunks) under a folder; returns how many were given."""
+        wanted = set(rels)
+        ids = [
+            r["id"]
+            for r in self._file_rows().values()
+            if r["folder_id"] == folder_id and r["rel"] in wanted
+        ]
+        self._delete_file_ids(ids)
+        return len(wanted)
+
+    def _delete_file_ids(self, ids: list[int]) -> None:
+        """Chunks first: a run killed in between leaves rows the next run deletes again."""
+        if not ids:
+            return
+        chunks = self._chunk_table()
+        if chunks is not None:
+            chunks.delete(f"file_id IN ({_ids(ids)})")
+        self._files.delete(f"id IN ({_ids(ids)})")
+
+    def remove_folder(self, path: str) -> int:
+        """Purge a folder and everything under it; returns the number of files purged."""
+        folder = next((r for r in self._folder_rows().values() if r["path"] == path), None)
+        if folder is None:
+            return 0
+        mine = [r for r in self._file_rows().values() if r["folder_id"] == folder["id"]]
+        self._delete_file_ids([r["id"] for r in mine])
+        self._folders.delete(f"id = {int(folder['id'])}")
+        return sum(1 for r in mine if r["status"] == "ok")
+
+    def mark_indexed(self, folder_id: int) -> None:
+        """Stamp the folder with the time of its last complete index run."""
+        self._folders.update(where=f"id = {int(folder_id)}", values={"last_indexed": time.time()})
+
+    def clear_chunks(self) -> None:
+        """Drop every file and chunk (a rebuild with another model), keeping folders."""
+        if self._chunk_table() is not None:
+            self._db.drop_table("chunks")
+            self._chunks = None
+        self._files.delete("true")
+        self._meta.delete("key IN ('model_id', 'dim', 'ann_rows')")
+
+    def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """All chunk ids, ascending."""
+        chunks = self._chunk_table()
+        if chunks is None:
+            return np.zeros(0, dtype=np.int64)
+        column = chunks.search().select(["id"]).limit(None).to_arrow()["id"]
+        return np.sort(column.to_numpy())
+
+    def vectors(
+        self, min_id: int = 0
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        chunks = self._chunk_table()
+        dim = int(self.meta("dim") or 0)
+        if chunks is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        query = chunks.search().select(["id", "file_id", "vector"]).limit(None)
+        table = query.where(f"id > {int(min_id)}").to_arrow() if min_id else query.to_arrow()
+        order = np.argsort(table["id"].to_numpy(), kind="stable")
+        flat = table["vector"].combine_chunks().flatten().to_numpy()
+        matrix = np.asarray(flat, dtype=np.float32).reshape(-1, dim)[order]
+        ids = table["id"].to_numpy()[order]
+        return ids, table["file_id"].to_numpy()[order], np.ascontiguousarray(matrix)
+
+    def has_ann(self) -> bool:
+        """True once the chunks table has its vector index."""
+        chunks = self._chunk_table()
+        if chunks is None:
+            return False
+        if self._ann[0] != chunks.version:
+            found = any("vector" in index.columns for index in chunks.list_indices())
+            self._ann = (chunks.version, found)
+        return self._ann[1]
+
+    def ann_search(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the approximate nearest chunks, best first."""
+        chunks = self._chunk_table()
+
+        def run() -> list[tuple[int, float]]:
+            search = chunks.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
+            search = search.distance_type("cosine").nprobes(ANN_NPROBES).ef(max(ANN_EF, pool))
+            search = search.select(["id"]).limit(pool)
+            if file_ids is not None:
+                search = search.where(f"file_id IN ({_ids(file_ids)})", prefilter=True)
+            table = search.to_arrow()
+            distances = table["_distance"].to_numpy()
+            return [
+                (int(i), 1.0 - float(d))
+                for i, d in zip(table["id"].to_numpy(), distances, strict=True)
+            ]
+
+        return _retry(run)
+
+    def lexical(
+        self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Chunk ids matching the query, best BM25 first, optionally within files."""
+        chunks = self._chunk_table()
+        expression = _full_text(query)
+        if chunks is None or expression is None:
+            return []
+
+        def run() -> list[int]:
+            search = chunks.search(expression, query_type="fts").select(["id", "_score"])
+            search = search.limit(limit)
+            if file_ids is not None:
+                search = search.where(f"file_id IN ({_ids(file_ids)})", prefilter=True)
+            return [int(i) for i in search.to_arrow()["id"].to_numpy()]
+
+        return _retry(run)
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked (chunks of unknown files are left out)."""
+        chunks = self._chunk_table()
+        if not ids or chunks is None:
+            return []
+        columns = ["id", "file_id", "start_line", "end_line", "page", "text"]
+
+        def run() -> list[dict[str, Any]]:
+            search = chunks.search().where(f"id IN ({_ids(ids)})").select(columns)
+            rows: list[dict[str, Any]] = search.limit(len(ids)).to_arrow().to_pylist()
+            return rows
+
+        files, folders = self._file_rows(), self._folder_rows()
+        by_id: dict[int, ChunkRow] = {}
+        for row in _retry(run):
+            file = files.get(row["file_id"])
+            folder = folders.get(file["folder_id"]) if file is not None else None
+            if file is None or folder is None:
+                continue
+            by_id[row["id"]] = ChunkRow(
+                row["id"],
+                row["file_id"],
+                folder["path"],
+                folder["name"],
+                file["rel"],
+                file["kind"],
+                row["start_line"],
+                row["end_line"],
+                row["page"],
+                row["text"],
+            )
+        return [by_id[i] for i in ids if i in by_id]
+
+    def maintain(self) -> None:
+        """Repair, index, compact: run after every index run and folder removal."""
+        chunks = self._chunk_table()
+        if chunks is not None:
+            known = set(self._file_rows())
+            orphans = [f for f in self._chunks_per_file() if f not in known]
+            if orphans:  # chunks of a run killed before their file rows were written
+                chunks.delete(f"file_id IN ({_ids(orphans)})")
+            self._build_ann(chunks)
+        with warnings.catch_warnings():
+            # "removes every version except the latest": intended. Writers are serialised by
+            # the lock file, and a reader that raced the clean-up retries once (_retry).
+            warnings.simplefilter("ignore", UserWarning)
+            for table in (self._meta, self._folders, self._files, chunks):
+                if table is not None:
+                    table.optimize(cleanup_older_than=timedelta(0))
+
+    def _build_ann(self, chunks: Any) -> None:
+        rows = int(chunks.count_rows())
+        trained = int(self.meta("ann_rows") or 0)
+        if rows < ANN_MIN_ROWS or (self.has_ann() and rows < 2 * trained):
+            return
+        partitions = max(1, round(rows / ANN_PARTITION_ROWS))
+        config = HnswSq(distance_type="cosine", num_partitions=partitions)
+        chunks.create_index("vector", config=config, replace=True)
+        self._put_meta({"ann_rows": str(rows)})
+
+    def _retag(self) -> None:
+        """Recompute the ``terms`` and ``defines`` columns after their rules changed."""
+        chunks = self._chunk_table()
+        if chunks is not None and chunks.count_rows():
+            files = self._file_rows()
+            table = chunks.search().select(["id", "file_id", "text"]).limit(None).to_arrow()
+            rows = table.to_pylist()
+            rels = [files[r["file_id"]]["rel"] if r["file_id"] in files else "" for r in rows]
+            update = pa.table(
+                {
+                    "id": table["id"],
+                    "terms": [
+                        chunk_terms(rel, r["text"]) for rel, r in zip(rels, rows, strict=True)
+                    ],
+                    "defines": [" ".join(definitions(r["text"])) for r in rows],
+                }
+            )
+            chunks.merge_insert("id").when_matched_update_all().execute(update)
+        self._put_meta({"terms_version": TERMS_VERSION})
+
+    def size_bytes(self) -> int:
+        """Bytes on disk under the index folder."""
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+    def close(self) -> None:
+        """Forget the table handles (LanceDB holds no file open between calls)."""
+        self._chunks = None
+
+
+def _full_text(query: LexicalQuery) -> FullTextQuery | None:
+    """LanceDB's query for a LexicalQuery: each alternative in each column, any may match.
+
+    A one-word alternative matches in any of the columns (column boosts as in SQLite); a phrase
+    needs all its words in one column (the index keeps no positions).
+    """
+    columns = list(query.columns)
+    boosts = [COLUMN_BOOSTS.get(c, 1.0) for c in columns]
+    clauses: list[FullTextQuery] = []
+    for alternative in query.alternatives:
+        words = _TOKEN.findall(alternative)
+        if not words:
+            continue
+        text = " ".join(words)
+        if len(words) == 1:
+            clauses.append(MultiMatchQuery(text, columns, boosts=boosts, operator=ANY))
+        else:
+            for column, boost in zip(columns, boosts, strict=True):
+                clauses.append(
+                    MatchQuery(
+                        text,
+                        column,
+                        boost=boost,
+                        fuzziness=0,
+                        max_expansions=50,
+                        operator=ALL,
+                        prefix_length=0,
+                        document_granularity=None,
+                    )
+                )
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else BooleanQuery([(Occur.SHOULD, c) for c in clauses])
+
+
+def _retry(run: Callable[[], T]) -> T:
+    """Run a read; once more if it raced a writer that cleaned up the version it was reading."""
+    try:
+        return run()
+    except (OSError, RuntimeError, ValueError):
+        return run()

@@ -1,0 +1,185 @@
+"""What only the LanceDB backend has: ANN index, version clean-up, repair, read consistency."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from semsearch import lance_store
+from semsearch.config import Settings, load_settings
+from semsearch.embedder import HashEmbedder
+from semsearch.errors import ConfigError
+from semsearch.index import Index
+from semsearch.lance_store import LanceStore
+from semsearch.lexical import LexicalQuery
+from semsearch.store import ChunkRecord, FileWrite
+from tests.conftest import write_tree
+
+
+@pytest.fixture
+def store_backend() -> str:
+    return "lancedb"
+
+
+def random_writes(folder: int, files: int, per_file: int, seed: int) -> list[FileWrite]:
+    rng = np.random.default_rng(seed)
+    writes = []
+    for number in range(files):
+        vectors = rng.standard_normal((per_file, 16)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        chunks = tuple(
+            ChunkRecord(i + 1, i + 1, 0, 1, None, f"chunk {i} of file {number} seed {seed}")
+            for i in range(per_file)
+        )
+        writes.append(
+            FileWrite(folder, f"s{seed}/f{number}.txt", 1, 1, "x", "ok", "text", chunks, vectors)
+        )
+    return writes
+
+
+def versions(path: Path) -> int:
+    return sum(len(list((table / "_versions").iterdir())) for table in path.glob("*.lance"))
+
+
+def test_selecting_lancedb_without_the_extra_says_what_to_install(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "lancedb" else real(name, *a)
+    )
+    monkeypatch.setenv("SS_STORE_BACKEND", "lancedb")
+    with pytest.raises(ConfigError, match=r'pip install "semsearch\[lancedb\]"'):
+        load_settings(os.environ)
+
+
+def test_data_lives_in_the_lancedb_folder_beside_the_index_file(settings: Settings) -> None:
+    assert settings.store_path == settings.index_path.parent / "lancedb"
+
+
+def test_index_runs_clean_up_old_versions(settings: Settings, tmp_path: Path) -> None:
+    root = write_tree(
+        tmp_path / "notes", {f"n{i}.md": f"note {i} about otters\n" for i in range(40)}
+    )
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([root])
+    after_first = versions(settings.store_path)
+    for round_ in range(5):
+        for i in range(0, 40, 3):
+            (root / f"n{i}.md").write_text(f"note {i} revised {round_} about beavers\n")
+        index.update([root])
+    assert versions(settings.store_path) <= after_first
+    assert versions(settings.store_path) <= 12  # about two per table, whatever the history
+    hits = index.search("revised about beavers", k=3, mode="bm25")
+    assert hits and all("revised 4" in hit.text for hit in hits)
+
+
+def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -> None:
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(random_writes(folder, 2, 3, seed=1))
+    lost = store.file_refs()[0]
+    # What a run killed between the chunks commit and the files commit leaves behind.
+    store._files.delete(f"id = {lost.id}")
+    found = store.chunks([int(i) for i in store.chunk_ids()])
+    assert len(found) == 3 and lost.rel not in {row.rel for row in found}
+    assert store.chunk_count() == 6
+    store.maintain()
+    assert store.chunk_count() == 3
+    assert sum(f.chunks for f in store.folders()) == 3
+
+
+def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lance_store, "ANN_MIN_ROWS", 400)
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(random_writes(folder, 30, 10, seed=1))
+    store.maintain()
+    assert not store.has_ann()  # 300 chunks: exact search
+    store.write_files(random_writes(folder, 20, 10, seed=2))
+    store.maintain()
+    assert store.has_ann() and store.meta("ann_rows") == "500"
+    ids, file_ids, matrix = store.vectors(0)
+    rng = np.random.default_rng(9)
+    recalls = []
+    for _ in range(20):
+        query = matrix[rng.integers(len(matrix))] + 0.3 * rng.standard_normal(16)
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        exact = set(ids[np.argsort(-(matrix @ query))[:10]].tolist())
+        found = store.ann_search(query, 10, None)
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+        recalls.append(len(exact & {cid for cid, _ in found}) / 10)
+    assert np.mean(recalls) >= 0.9
+    file_of = dict(zip(ids.tolist(), file_ids.tolist(), strict=True))
+    chosen = int(file_ids[123])
+    within = store.ann_search(matrix[0], 5, np.array([chosen]))
+    assert len(within) == 5 and {file_of[cid] for cid, _ in within} == {chosen}
+    store.write_files(random_writes(folder, 30, 10, seed=3))
+    store.maintain()
+    assert store.meta("ann_rows") == "500"  # 800 < 2 x 500: new rows join the old index
+    store.write_files(random_writes(folder, 30, 10, seed=4))
+    store.maintain()
+    assert store.meta("ann_rows") == "1100"
+
+
+def test_search_uses_the_ann_index_through_the_same_code(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lance_store, "ANN_MIN_ROWS", 300)
+    files = {f"d{i % 7}/n{i}.md": f"note {i} " + "filler words " * 60 for i in range(300)}
+    files["d1/otters.md"] = "# Otters\n\nSea otters hold hands while they sleep.\n"
+    root = write_tree(tmp_path / "notes", files)
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([root])
+    assert index.search("otters hold hands", k=1)[0].rel == "d1/otters.md"
+    assert index._cache.ann  # the vector arm was answered by LanceDB's index
+    assert index.search("otters hold hands", k=1, glob="d1/**")[0].rel == "d1/otters.md"
+    assert index.search("otters hold hands", k=3, glob="d2/**")[0].rel.startswith("d2/")
+
+
+READER = """
+import sys
+from semsearch.lance_store import LanceStore
+from semsearch.lexical import LexicalQuery
+store = LanceStore(__import__("pathlib").Path(sys.argv[1]))
+print(len(store.lexical(LexicalQuery(("walrus",)), 10, None)), flush=True)
+sys.stdin.readline()
+print(len(store.lexical(LexicalQuery(("walrus",)), 10, None)), flush=True)
+"""
+
+
+def test_a_long_running_reader_sees_another_process_writes(settings: Settings) -> None:
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(random_writes(folder, 1, 2, seed=1))
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(settings.store_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert reader.stdin is not None and reader.stdout is not None
+    assert reader.stdout.readline().strip() == "0"
+    write = random_writes(folder, 1, 1, seed=5)[0]
+    chunk = ChunkRecord(1, 1, 0, 1, None, "a walrus on the ice")
+    store.write_files(
+        [FileWrite(folder, "walrus.md", 1, 1, "y", "ok", "text", (chunk,), write.vectors)]
+    )
+    store.maintain()
+    reader.stdin.write("\n")
+    reader.stdin.flush()
+    assert reader.stdout.readline().strip() == "1"
+    assert reader.wait(timeout=30) == 0
+    assert store.lexical(LexicalQuery(("walrus",)), 10, None)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from semsearch.errors import ConfigError
 
@@ -23,6 +23,8 @@ INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
+Mode = Literal["hybrid", "vector", "bm25"]
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")  # search modes (ranking arms)
 MODEL_WINDOW = 256
 
 

@@ -36,7 +36,7 @@ MAX_BATCH = 64
 FloatMatrix = np.ndarray[Any, np.dtype[np.float32]]
 
 # One ONNX session per (model file, threads) per process: the MCP server and tests reuse it.
-_SESSIONS: dict[tuple[str, int, bool], Any] = {}
+_SESSIONS: dict[tuple[str, int, bool, bool], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
@@ -110,21 +110,28 @@ def load_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-def _session(model_file: Path, threads: int, spinning: bool) -> Any:
-    """One shared session per (model, threads, spinning).
+def _session(model_file: Path, threads: int, spinning: bool, optimise: bool = True) -> Any:
+    """One shared session per (model, threads, spinning, optimise).
 
     Spinning worker threads make back-to-back batches ~6-10 % faster (indexing), but after a single
     query they keep burning a core the search still needs (10k-chunk hybrid search: 8.0 ms p50
     with spinning, 4.6 ms without; bench/RESULTS.md). Queries therefore get their own session.
+
+    ``optimise=False`` skips graph optimisation: the session builds in ~0.04 s instead of ~0.17 s
+    (BASIC folds the int8 weights to float32 once), but every call dequantises again (a query
+    takes ~11 ms instead of ~2.5 ms). Worth it for a process that embeds one query and exits.
     """
-    key = (str(model_file), threads, spinning)
+    key = (str(model_file), threads, spinning, optimise)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
             import onnxruntime as ort  # heavy: imported only when something is embedded
 
             options = ort.SessionOptions()
             # BASIC optimisation measured fastest for this int8 model on a 2-core CPU.
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            level = ort.GraphOptimizationLevel
+            options.graph_optimization_level = (
+                level.ORT_ENABLE_BASIC if optimise else level.ORT_DISABLE_ALL
+            )
             options.intra_op_num_threads = threads
             options.log_severity_level = 3
             options.add_session_config_entry(
@@ -142,7 +149,11 @@ def _session(model_file: Path, threads: int, spinning: bool) -> Any:
 class OnnxEmbedder:
     """A sentence-embedding ONNX model run with onnxruntime on the CPU."""
 
-    def __init__(self, model_dir: Path | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self, model_dir: Path | None = None, threads: int | None = None, one_shot: bool = False
+    ) -> None:
+        """``one_shot``: this process embeds a query or two and exits (``semsearch search``), so
+        the query session skips graph optimisation (see :func:`_session`)."""
         if model_dir is None:
             self._model_file = _default_model_file()
             tokenizer_file = _packaged_tokenizer()
@@ -162,6 +173,7 @@ class OnnxEmbedder:
             self._name = model_dir.name
         self._tokenizer = load_tokenizer(tokenizer_file)
         self._threads = threads or os.cpu_count() or 1
+        self._optimise_queries = not one_shot
         self._sessions: dict[bool, Any] = {}
         self._loader: threading.Thread | None = None
         self._model_id: str | None = None
@@ -206,7 +218,8 @@ class OnnxEmbedder:
             self._loader = None
         if spinning not in self._sessions:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
-            self._sessions[spinning] = _session(self._model_file, self._threads, spinning)
+            optimise = spinning or self._optimise_queries
+            self._sessions[spinning] = _session(self._model_file, self._threads, spinning, optimise)
         return self._sessions[spinning]
 
     def embed_query(self, text: str) -> FloatMatrix:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.chunking import ChunkSettings
-from semsearch.config import Settings
+from semsearch.config import Mode, Settings
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.files import (
@@ -32,7 +32,7 @@ from semsearch.files import (
     list_files,
 )
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
-from semsearch.search import Hit, Mode, SearchOptions, VectorCache, search
+from semsearch.search import Hit, SearchOptions, VectorCache, search
 from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
 
 

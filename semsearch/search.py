@@ -13,19 +13,18 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pathspec
 
+from semsearch.config import MODES, Mode
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.lexical import LexicalQuery, lexical_query
 from semsearch.ranking import FILE_DECAY, QueryInfo, chunk_priors, defines_queried, query_info
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
-Mode = Literal["hybrid", "vector", "bm25"]
-MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")
 CANDIDATES = 60  # fused candidates that priors may reorder
 # One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
 # two threads at once (the caller waits for the result before touching the store again).

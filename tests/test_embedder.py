@@ -97,3 +97,11 @@ def test_query_embedding_matches_batch_embedding(embedder: OnnxEmbedder) -> None
     batched = embedder.embed([query, "another text in the same batch"])[0]
     assert single.shape == (384,)
     assert float(single @ batched) >= 0.999
+
+
+def test_one_shot_session_gives_the_same_vectors(embedder: OnnxEmbedder) -> None:
+    one_shot = OnnxEmbedder(one_shot=True)
+    for text in ("retry with exponential backoff", "def parse_header(line):", "café"):
+        fast, optimised = one_shot.embed_query(text), embedder.embed_query(text)
+        assert float(fast @ optimised) > 0.9999, text
+    assert one_shot.model_id == embedder.model_id

@@ -516,3 +516,22 @@ def test_no_response_leaked_a_secret(client: Client, world: dict[str, Path]) -> 
         assert not any(secret in response for secret in SECRETS)
     log = (world["base"] / "server.log").read_text()
     assert "Traceback" not in log
+
+
+def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]) -> None:
+    home = world["base"] / "lance-home"
+    home.mkdir()
+    notes = write_tree(world["base"] / "lance-notes", {"otters.md": "Sea otters hold hands.\n"})
+    env = {**server_env(home), "SS_STORE_BACKEND": "lancedb"}
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(notes)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "lance-server.log")
+    try:
+        ok(session.call("index", {}))
+        assert search(session, "otters holding hands")[0]["relPath"] == "otters.md"
+        (notes / "walrus.md").write_text("A walrus hauls out on the ice floe.\n")
+        subprocess.run([sys.executable, "-m", "semsearch", "index"], env=env, check=True)
+        assert search(session, "walrus on an ice floe")[0]["relPath"] == "walrus.md"
+        listing = json.loads(ok(session.call("list_folders", {})))
+        assert listing["indexPath"] == str(home / ".local" / "share" / "semsearch" / "lancedb")
+    finally:
+        session.close()

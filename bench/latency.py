@@ -16,9 +16,11 @@ of the exact top 10 (numpy over all vectors) that the vector arm returns in its 
 held-out vectors drawn from the same mixture.
 """
 
+# ruff: noqa: E402  (numpy must load after the thread setting below, as in the CLI)
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -27,6 +29,11 @@ import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from semsearch.cli import THREAD_ENV  # light: loads no numpy
+
+for _name, _value in THREAD_ENV.items():  # what the CLI and the MCP server set before numpy
+    os.environ.setdefault(_name, _value)
 
 import numpy as np
 from benchlib import (

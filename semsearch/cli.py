@@ -27,6 +27,13 @@ if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
+# Set before numpy loads (numpy is imported only inside the commands). OpenBLAS's worker threads
+# spin after every call; the one matrix-vector product of a search gains little from them (100k
+# chunks: 3.5 vs 4.9 ms) while their spinning halves the speed of the ONNX query embedding and
+# the SQLite work beside it (10k-chunk hybrid search p50 7.4 -> 4.8 ms; bench/RESULTS.md).
+# A user's own setting wins. Library users who search in a loop may want the same.
+THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+
 
 def _positive(text: str) -> int:
     try:
@@ -79,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the CLI's single error boundary."""
+    for name, value in THREAD_ENV.items():
+        os.environ.setdefault(name, value)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

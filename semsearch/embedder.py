@@ -32,6 +32,9 @@ DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab0
 # the caches and grow onnxruntime's arena). See bench/RESULTS.md.
 BATCH_TOKENS = 512
 MAX_BATCH = 64
+# Intra-op threads of the warm query session. The BM25 arm runs in parallel on the other core:
+# 10k-chunk hybrid p50 5.3 ms with 2 threads, 4.8 ms with 1 (bench/RESULTS.md).
+QUERY_THREADS = 1
 
 FloatMatrix = np.ndarray[Any, np.dtype[np.float32]]
 
@@ -219,7 +222,9 @@ class OnnxEmbedder:
         if spinning not in self._sessions:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
             optimise = spinning or self._optimise_queries
-            self._sessions[spinning] = _session(self._model_file, self._threads, spinning, optimise)
+            # A warm query runs beside the BM25 arm (another thread): one ONNX thread each.
+            threads = self._threads if spinning or not optimise else QUERY_THREADS
+            self._sessions[spinning] = _session(self._model_file, threads, spinning, optimise)
         return self._sessions[spinning]
 
     def embed_query(self, text: str) -> FloatMatrix:
@@ -237,7 +242,10 @@ class OnnxEmbedder:
     def _embed(self, texts: Sequence[str], session: Any) -> FloatMatrix:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        if len(texts) == 1:  # encode_batch hands even one text to a thread pool: ~1.4 ms
+            encodings = [self._tokenizer.encode(texts[0], add_special_tokens=True)]
+        else:
+            encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
         id_lists = [_clip(enc.ids) for enc in encodings]
         order = sorted(range(len(texts)), key=lambda i: len(id_lists[i]))
         out: FloatMatrix | None = None

@@ -183,3 +183,17 @@ def test_a_long_running_reader_sees_another_process_writes(settings: Settings) -
     assert reader.stdout.readline().strip() == "1"
     assert reader.wait(timeout=30) == 0
     assert store.lexical(LexicalQuery(("walrus",)), 10, None)
+
+
+def test_remove_keeps_the_full_text_index_current_and_cleans_up(
+    settings: Settings, tmp_path: Path
+) -> None:
+    keep = write_tree(tmp_path / "keep", {"a.md": "otters float on their backs\n"})
+    gone = write_tree(tmp_path / "gone", {"b.md": "otters crack shells with stones\n"})
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([keep, gone])
+    assert {h.rel for h in index.search("otters", k=5, mode="bm25")} == {"a.md", "b.md"}
+    assert index.purge(gone) == 1
+    assert [h.rel for h in index.search("otters", k=5, mode="bm25")] == ["a.md"]
+    assert [f.name for f in index.folders()] == ["keep"]
+    assert versions(settings.store_path) <= 12

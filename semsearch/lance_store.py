@@ -122,6 +122,22 @@ def chunk_schema(dim: int) -> pa.Schema:
     )
 
 
+class _TableRows:
+    """A small table's rows by id, read again only when the table has a new version."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+        self._version = -1
+        self._rows: dict[int, dict[str, Any]] = {}
+
+    def rows(self) -> dict[int, dict[str, Any]]:
+        version = self._table.version
+        if version != self._version:
+            self._rows = {row["id"]: row for row in self._table.to_arrow().to_pylist()}
+            self._version = version
+        return self._rows
+
+
 def _ids(values: Iterable[int]) -> str:
     return ",".join(str(int(v)) for v in values)
 
@@ -148,8 +164,8 @@ class LanceStore:
         except (OSError, ValueError, RuntimeError) as exc:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
-        self._files_cache: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
-        self._folders_cache: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
+        self._file_cache = _TableRows(self._files)
+        self._folder_cache = _TableRows(self._folders)
         self._ann: tuple[int, bool] = (-1, False)
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         self._check_version(create)
@@ -183,18 +199,10 @@ class LanceStore:
         ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
 
     def _file_rows(self) -> dict[int, dict[str, Any]]:
-        version = self._files.version
-        if self._files_cache[0] != version:
-            rows = self._files.to_arrow().to_pylist()
-            self._files_cache = (version, {row["id"]: row for row in rows})
-        return self._files_cache[1]
+        return self._file_cache.rows()
 
     def _folder_rows(self) -> dict[int, dict[str, Any]]:
-        version = self._folders.version
-        if self._folders_cache[0] != version:
-            rows = self._folders.to_arrow().to_pylist()
-            self._folders_cache = (version, {row["id"]: row for row in rows})
-        return self._folders_cache[1]
+        return self._folder_cache.rows()
 
     def _chunk_table(self) -> Any:
         if self._chunks is None and "chunks" in self._db.list_tables().tables:

@@ -37,6 +37,7 @@ bench-full: install
 	$(BIN)/python bench/throughput.py $(BENCH_WORK)/corpora/requests
 	$(BIN)/python bench/throughput.py $(BENCH_WORK)/corpora/cpython-mix
 	$(BIN)/python bench/latency.py --chunks 10000 --chunks 100000
+	$(BIN)/python bench/latency.py --backend lancedb --chunks 100000 --chunks 1000000
 	$(BIN)/python bench/quality.py $(EVAL)/scifact
 	bash $(EVAL)/codesearch/fetch.sh --dest $(BENCH_WORK)/codesearch-repos
 	$(BIN)/python bench/codesearch.py $(EVAL)/codesearch --repos $(BENCH_WORK)/codesearch-repos

@@ -22,6 +22,11 @@ echo "pip install . took $(( $(date +%s) - start )) s with $("$work/venv/bin/pyt
 site="$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 total=$(du -sb "$work/venv" | cut -f1)
 echo "fresh venv: $total bytes ($(( total / 1000000 )) MB; du -sh: $(du -sh "$work/venv" | cut -f1))"
+# What `python -m venv` itself puts there (pip, and setuptools on Python < 3.12), for comparison
+# with tools whose footprint is just what they install.
+"$python" -m venv "$work/empty"
+empty=$(du -sb "$work/empty" | cut -f1)
+echo "an empty venv: $empty bytes ($(( empty / 1000000 )) MB); the install adds $(( (total - empty) / 1000000 )) MB"
 echo "largest entries in site-packages:"
 du -sb "$site"/* | sort -rn | head -12 | awk '{ printf "  %8.1f MB  %s\n", $1 / 1e6, $2 }'
 "$work/venv/bin/semsearch" --version

@@ -118,12 +118,16 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
         exact = set(ids[np.argsort(-(matrix @ query))[:10]].tolist())
         found = store.ann_search(query, 10, None)
         assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+        cosines = {int(i): float(v @ query) for i, v in zip(ids, matrix, strict=True)}
+        assert all(abs(score - cosines[cid]) < 1e-4 for cid, score in found)
         recalls.append(len(exact & {cid for cid, _ in found}) / 10)
     assert np.mean(recalls) >= 0.9
     file_of = dict(zip(ids.tolist(), file_ids.tolist(), strict=True))
     chosen = int(file_ids[123])
     within = store.ann_search(matrix[0], 5, np.array([chosen]))
     assert len(within) == 5 and {file_of[cid] for cid, _ in within} == {chosen}
+    exact = {int(i): float(v @ matrix[0]) for i, v in zip(ids, matrix, strict=True)}
+    assert all(abs(score - exact[cid]) < 1e-4 for cid, score in within)
     store.write_files(random_writes(folder, 30, 10, seed=3))
     store.maintain()
     assert store.meta("ann_rows") == "500"  # 800 < 2 x 500: new rows join the old index

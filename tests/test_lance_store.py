@@ -14,7 +14,7 @@ import pytest
 from semsearch import lance_store
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import HashEmbedder
-from semsearch.errors import ConfigError
+from semsearch.errors import ConfigError, StoreError
 from semsearch.index import Index
 from semsearch.lance_store import LanceStore
 from semsearch.lexical import LexicalQuery
@@ -201,3 +201,33 @@ def test_remove_keeps_the_full_text_index_current_and_cleans_up(
     assert [h.rel for h in index.search("otters", k=5, mode="bm25")] == ["a.md"]
     assert [f.name for f in index.folders()] == ["keep"]
     assert versions(settings.store_path) <= 12
+
+
+def test_terms_are_recomputed_when_their_rules_change(settings: Settings) -> None:
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    write = random_writes(folder, 1, 1, seed=1)[0]
+    chunk = ChunkRecord(1, 1, 0, 1, None, "def parseHeaderLine(): pass")
+    store.write_files(
+        [FileWrite(folder, "net/retry.py", 1, 1, "x", "ok", "text", (chunk,), write.vectors)]
+    )
+    store._chunk_table().update(where="true", values={"terms": "", "defines": ""})
+    store._put_meta({"terms_version": "0"})
+    assert store.lexical(LexicalQuery(("header line",)), 10, None) == []
+    reopened = LanceStore(settings.store_path, create=True)  # a writer opens it
+    assert reopened.meta("terms_version") == lance_store.TERMS_VERSION
+    assert len(reopened.lexical(LexicalQuery(("header line",)), 10, None)) == 1
+    assert len(reopened.lexical(LexicalQuery(("parseHeaderLine",), ("defines",)), 10, None)) == 1
+
+
+def test_an_index_from_a_newer_semsearch_is_refused(settings: Settings) -> None:
+    LanceStore(settings.store_path, create=True)._put_meta({"schema_version": "99"})
+    with pytest.raises(StoreError, match="Upgrade semsearch"):
+        LanceStore(settings.store_path)
+
+
+def test_a_folder_that_is_not_an_index_is_a_clear_error(settings: Settings) -> None:
+    (settings.store_path / "meta.lance").mkdir(parents=True)
+    with pytest.raises(StoreError, match="Is it a semsearch index"):
+        LanceStore(settings.store_path)

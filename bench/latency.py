@@ -20,7 +20,6 @@ held-out vectors drawn from the same mixture.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import subprocess
@@ -30,10 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from semsearch.cli import THREAD_ENV  # light: loads no numpy
+from semsearch.cli import configure_process  # light: loads no numpy
 
-for _name, _value in THREAD_ENV.items():  # what the CLI and the MCP server set before numpy
-    os.environ.setdefault(_name, _value)
+configure_process()  # what the CLI and the MCP server set up before numpy loads
 
 import numpy as np
 from benchlib import (

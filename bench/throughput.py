@@ -45,6 +45,9 @@ WINDOW = 256
 def child(corpus: Path, out: Path) -> int:
     """Runs in the child: import, load the model, index the corpus, write timings as JSON."""
     started = time.perf_counter()
+    from semsearch.cli import configure_process
+
+    configure_process()  # as `semsearch index` runs
     from semsearch.config import load_settings
     from semsearch.embedder import OnnxEmbedder
     from semsearch.index import Index

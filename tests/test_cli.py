@@ -154,3 +154,15 @@ def test_remove_purges_a_folder_indexed_but_never_configured(
     assert code == 0, err
     assert "purged    1 file from the index" in out
     assert run(capsys, "search", "retry_with_backoff", "--json")[1].strip() == "[]"
+
+
+def test_configure_process_respects_the_users_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from semsearch.cli import configure_process
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    configure_process()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "3"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    configure_process()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"

@@ -76,6 +76,9 @@ def test_index_runs_clean_up_old_versions(settings: Settings, tmp_path: Path) ->
         index.update([root])
     assert versions(settings.store_path) <= after_first
     assert versions(settings.store_path) <= 12  # about two per table, whatever the history
+    chunks = LanceStore(settings.store_path)._chunk_table()
+    indexes = {tuple(ix.columns): ix.num_unindexed_rows for ix in chunks.list_indices()}
+    assert indexes == {("text",): 0, ("terms",): 0, ("defines",): 0, ("id",): 0}
     hits = index.search("revised about beavers", k=3, mode="bm25")
     assert hits and all("revised 4" in hit.text for hit in hits)
 

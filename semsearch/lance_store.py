@@ -4,7 +4,8 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
 ``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, four tables::
 
     meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
-                          the vector index was trained), next_files_id, next_chunks_id
+                          the vector index was trained), next_files_id, next_chunks_id,
+                          chunks_epoch (times the chunks table was created)
     folders(id, path, name, last_indexed)
     files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
@@ -164,6 +165,7 @@ class LanceStore:
         except (OSError, ValueError, RuntimeError) as exc:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
+        self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
         self._file_cache = _TableRows(self._files)
         self._folder_cache = _TableRows(self._folders)
         self._ann: tuple[int, bool] = (-1, False)
@@ -185,8 +187,11 @@ class LanceStore:
     # -- small tables --------------------------------------------------------------------
 
     def _meta_values(self) -> dict[str, str]:
-        rows = self._meta.to_arrow().to_pylist()
-        return {row["key"]: row["value"] for row in rows}
+        version = self._meta.version
+        if self._meta_cache[0] != version:
+            rows = self._meta.to_arrow().to_pylist()
+            self._meta_cache = (version, {row["key"]: row["value"] for row in rows})
+        return self._meta_cache[1]
 
     def meta(self, key: str) -> str | None:
         """One meta value, or None."""
@@ -226,10 +231,15 @@ class LanceStore:
     # -- the Store interface ---------------------------------------------------------------
 
     def generation(self) -> int:
-        """Sum of the tables' versions: every commit raises it."""
+        """The chunks table's epoch, then the sum of the tables' versions: every commit raises it.
+
+        A recreated chunks table (another model) starts its versions again; the epoch, counted
+        in meta, keeps the number from ever repeating one seen before.
+        """
         chunks = self._chunk_table()
         total = self._meta.version + self._folders.version + self._files.version
-        return total + (chunks.version if chunks is not None else 0)
+        total += chunks.version if chunks is not None else 0
+        return (int(self.meta("chunks_epoch") or 0) << 40) + total
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""
@@ -253,7 +263,8 @@ class LanceStore:
                 column, config=FTS(remove_stop_words=False, stem=True, ascii_folding=True)
             )
         self._chunks.create_index("id", config=BTree())
-        self._put_meta({"model_id": model_id, "dim": str(dim)})
+        epoch = str(int(self.meta("chunks_epoch") or 0) + 1)
+        self._put_meta({"model_id": model_id, "dim": str(dim), "chunks_epoch": epoch})
 
     def chunk_count(self) -> int:
         """Number of stored chunks."""

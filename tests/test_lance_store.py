@@ -234,3 +234,24 @@ def test_a_folder_that_is_not_an_index_is_a_clear_error(settings: Settings) -> N
     (settings.store_path / "meta.lance").mkdir(parents=True)
     with pytest.raises(StoreError, match="Is it a semsearch index"):
         LanceStore(settings.store_path)
+
+
+def test_generation_never_repeats_when_the_chunks_table_is_recreated(settings: Settings) -> None:
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    seen = [store.generation()]
+    for seed in range(12):
+        store.write_files(random_writes(folder, 1, 2, seed=seed))
+        store.delete_files(folder, [f"s{seed}/f0.txt"])
+        seen.append(store.generation())
+    store.clear_chunks()
+    seen.append(store.generation())
+    store.set_model("m2", 16)  # a new chunks table: its own versions start again
+    seen.append(store.generation())
+    store.mark_indexed(folder)
+    seen.append(store.generation())
+    for seed in range(12):
+        store.write_files(random_writes(folder, 1, 2, seed=seed))
+        seen.append(store.generation())
+    assert len(set(seen)) == len(seen), seen

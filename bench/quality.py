@@ -158,12 +158,12 @@ def build_index(dataset: Dataset, work: Path, reuse: bool) -> tuple[Index, dict[
     settings = load_settings(bench_env(work))
     names_file = work / "names.json"
     info: dict[str, Any] = {}
-    if reuse and settings.index_path.exists() and names_file.exists():
+    if reuse and settings.store_path.exists() and names_file.exists():
         names = json.loads(names_file.read_text(encoding="utf-8"))
         info["reused"] = True
     else:
-        for stale in work.glob("index.db*"):
-            stale.unlink()
+        for stale in [*work.glob("index.db*"), *work.glob("lancedb*")]:
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         names = write_documents(dataset, docs)
         names_file.write_text(json.dumps(names), encoding="utf-8")
     index = Index(settings)

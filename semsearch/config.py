@@ -23,6 +23,10 @@ INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
+LANCEDB_MISSING = (
+    "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb extra, "
+    'which is not installed. Install it with: pip install "semsearch[lancedb]"'
+)
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")  # search modes (ranking arms)
 MODEL_WINDOW = 256
@@ -206,10 +210,7 @@ def _check_backend(backend: str, config_path: Path) -> None:
             f"Use one of: {', '.join(BACKENDS)}."
         )
     if backend == "lancedb" and importlib.util.find_spec("lancedb") is None:
-        raise ConfigError(
-            "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb "
-            'extra, which is not installed. Install it with: pip install "semsearch[lancedb]"'
-        )
+        raise ConfigError(LANCEDB_MISSING)
 
 
 def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Settings:

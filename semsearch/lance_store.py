@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from semsearch.config import LANCEDB_MISSING
 from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
 from semsearch.lexical import TERMS_VERSION, LexicalQuery, chunk_terms, definitions
 from semsearch.store import (
@@ -63,11 +64,8 @@ try:
         MultiMatchQuery,
         Occur,
     )
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise ConfigError(
-        "The LanceDB store backend needs the lancedb extra, which is not installed. "
-        'Install it with: pip install "semsearch[lancedb]"'
-    ) from exc
+except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
+    raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
 
 SCHEMA_VERSION = 1
 ID_BLOCK = 65_536  # ids reserved per meta write
@@ -283,21 +281,24 @@ class LanceStore:
 
     def folders(self) -> list[Folder]:
         """Every folder in the index with file and chunk counts."""
-        files = self._file_rows()
         per_file = self._chunks_per_file()
-        result = []
-        for row in self._folder_rows().values():
-            mine = [f for f in files.values() if f["folder_id"] == row["id"]]
-            result.append(
-                Folder(
-                    row["id"],
-                    row["path"],
-                    row["name"],
-                    row["last_indexed"],
-                    sum(1 for f in mine if f["status"] == "ok"),
-                    sum(per_file.get(f["id"], 0) for f in mine),
-                )
+        ok_files: dict[int, int] = {}
+        chunk_counts: dict[int, int] = {}
+        for file in self._file_rows().values():
+            folder_id = file["folder_id"]
+            ok_files[folder_id] = ok_files.get(folder_id, 0) + (file["status"] == "ok")
+            chunk_counts[folder_id] = chunk_counts.get(folder_id, 0) + per_file.get(file["id"], 0)
+        result = [
+            Folder(
+                row["id"],
+                row["path"],
+                row["name"],
+                row["last_indexed"],
+                ok_files.get(row["id"], 0),
+                chunk_counts.get(row["id"], 0),
             )
+            for row in self._folder_rows().values()
+        ]
         return sorted(result, key=lambda f: f.path)
 
     def _chunks_per_file(self) -> dict[int, int]:
@@ -361,6 +362,7 @@ class LanceStore:
             if write.chunks:
                 parts.append(self._chunk_rows(file_id, write))
         file_ids = _ids(row["id"] for row in file_rows)
+        replaced = [existing[k] for k in ((w.folder_id, w.rel) for w in writes) if k in existing]
         chunks = self._chunk_table()
         if parts:
             if chunks is None:
@@ -370,8 +372,8 @@ class LanceStore:
             ).when_not_matched_insert_all().when_not_matched_by_source_delete(
                 f"file_id IN ({file_ids})"
             ).execute(pa.concat_tables(parts))
-        elif chunks is not None:
-            chunks.delete(f"file_id IN ({file_ids})")
+        elif chunks is not None and replaced:  # new files have fresh ids: nothing to delete
+            chunks.delete(f"file_id IN ({_ids(replaced)})")
         self._files.merge_insert(
             "id"
         ).when_matched_update_all().when_not_matched_insert_all().execute(

@@ -255,3 +255,45 @@ def test_generation_never_repeats_when_the_chunks_table_is_recreated(settings: S
         store.write_files(random_writes(folder, 1, 2, seed=seed))
         seen.append(store.generation())
     assert len(set(seen)) == len(seen), seen
+
+
+def test_a_broken_lancedb_install_is_the_same_clear_error() -> None:
+    code = (
+        "import sys; sys.modules['lancedb'] = None\n"
+        "try:\n    import semsearch.lance_store\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("ConfigError")
+    assert 'pip install "semsearch[lancedb]"' in out.stdout
+
+
+def test_reads_retry_once_after_a_clean_up_race() -> None:
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("version 7 was cleaned up")
+        return "rows"
+
+    assert lance_store._retry(flaky) == "rows" and len(calls) == 2
+
+    def broken() -> str:
+        raise OSError("still failing")
+
+    with pytest.raises(OSError, match="still failing"):
+        lance_store._retry(broken)
+
+
+def test_new_files_without_chunks_do_not_touch_the_chunks_table(settings: Settings) -> None:
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(random_writes(folder, 1, 2, seed=1))
+    before = store._chunk_table().version
+    store.write_files([FileWrite(folder, "empty.md", 1, 0, "e", "empty", "")])
+    assert store._chunk_table().version == before
+    assert set(store.file_states(folder)) == {"s1/f0.txt", "empty.md"}
+    store.write_files([FileWrite(folder, "s1/f0.txt", 2, 0, "e", "empty", "")])
+    assert store.chunk_count() == 0

@@ -183,12 +183,3 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-
-
-def index_bytes(index_path: Path) -> int:
-    """Bytes on disk of the index file and its WAL/SHM companions."""
-    return sum(
-        p.stat().st_size
-        for p in index_path.parent.glob(index_path.name + "*")
-        if p.is_file() and not p.name.endswith(".lock")
-    )

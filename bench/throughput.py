@@ -31,7 +31,6 @@ from benchlib import (
     RssSampler,
     bench_env,
     child_env,
-    index_bytes,
     machine,
     wait_for_quiet,
     write_json,
@@ -103,20 +102,22 @@ def run_child(corpus: Path, work: Path) -> dict[str, Any]:
     return figures
 
 
-def chunk_texts(index_path: Path) -> list[str]:
-    """Every chunk text in the index, through the store's API."""
+def stored_chunks(index_path: Path) -> tuple[list[str], int]:
+    """Every chunk text in the index, through the store's API, and the index's bytes on disk
+    (measured once the store is closed, so no WAL/SHM files of the reader are counted)."""
     from semsearch.store import SqliteStore
 
     store = SqliteStore(index_path)
     try:
         ids = [int(i) for i in store.chunk_ids()]
-        return [
+        texts = [
             row.text
             for start in range(0, len(ids), 500)
             for row in store.chunks(ids[start : start + 500])
         ]
     finally:
         store.close()
+    return texts, store.size_bytes()
 
 
 def token_ids(texts: list[str]) -> list[list[int]]:
@@ -180,11 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     wait_for_quiet()
     fig = run_child(corpus, work)
     index_path = Path(bench_env(work)["SS_INDEX_PATH"])
-    ids = token_ids(chunk_texts(index_path))
+    texts, stored_bytes = stored_chunks(index_path)
+    ids = token_ids(texts)
     fig.update(
         corpus_mb=corpus_bytes / 1e6,
         tokens=sum(len(x) for x in ids),
-        index_bytes=index_bytes(index_path),
+        index_bytes=stored_bytes,
     )
     fig["chunks_per_s"] = fig["chunks"] / fig["update_s"]
     fig["tokens_per_s"] = fig["tokens"] / fig["update_s"]

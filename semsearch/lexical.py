@@ -132,7 +132,10 @@ class LexicalQuery:
     columns: tuple[str, ...] = COLUMNS
 
     def fts5(self) -> str:
-        """The SQLite FTS5 expression: every alternative quoted (safe for any input)."""
+        """The SQLite FTS5 expression: every alternative quoted (safe for any input).
+
+        Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts.
+        """
         phrases = " OR ".join('"' + word.replace('"', '""') + '"' for word in self.alternatives)
         if self.columns == COLUMNS:
             return phrases
@@ -154,12 +157,3 @@ def lexical_query(query: str) -> LexicalQuery | None:
         if len(pieces) > 1 and "_" not in word and "." not in word:
             alternatives.append(" ".join(pieces))
     return LexicalQuery(tuple(dict.fromkeys(alternatives))) if alternatives else None
-
-
-def fts_query(query: str) -> str:
-    """The FTS5 expression of :func:`lexical_query` ("" when there is nothing to match).
-
-    Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts.
-    """
-    found = lexical_query(query)
-    return "" if found is None else found.fts5()

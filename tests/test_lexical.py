@@ -7,8 +7,8 @@ import pytest
 from semsearch.lexical import (
     chunk_terms,
     definitions,
-    fts_query,
     identifier_terms,
+    lexical_query,
     path_terms,
     split_identifier,
 )
@@ -72,7 +72,8 @@ def test_chunk_terms_join_path_and_identifiers() -> None:
     ],
 )
 def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
-    assert fts_query(query) == expected
+    found = lexical_query(query)
+    assert (found.fts5() if found is not None else "") == expected
 
 
 @pytest.mark.parametrize(

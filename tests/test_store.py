@@ -16,6 +16,7 @@ from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError,
 from semsearch.lexical import COLUMNS, LexicalQuery
 from semsearch.store import (
     SCHEMA_VERSION,
+    TABLES_SQL,
     ChunkRecord,
     FileWrite,
     SqliteStore,
@@ -209,20 +210,9 @@ def test_terms_column_matches_path_and_split_identifiers(store: Store) -> None:
     assert store.lexical(words("retry"), 10, None) == []
 
 
-OLD_V1_SCHEMA = """
-CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE folders(
-    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, name TEXT NOT NULL, last_indexed REAL);
-CREATE TABLE files(
-    id INTEGER PRIMARY KEY, folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
-    rel TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT,
-    status TEXT NOT NULL, kind TEXT, UNIQUE(folder_id, rel));
-CREATE TABLE chunks(
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
-    ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
-    text TEXT NOT NULL, vector BLOB NOT NULL);
+OLD_V1_SCHEMA = (
+    TABLES_SQL
+    + """
 CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id');
 CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
@@ -233,6 +223,7 @@ INSERT INTO files VALUES (1, 1, 'net/retryPolicy.py', 1, 1, 'x', 'ok', 'text');
 INSERT INTO chunks VALUES (1, 1, 0, 1, 1, 0, 20, NULL, 'def parseHeaderLine(): pass', x'0000803f');
 PRAGMA user_version = 1;
 """
+)
 
 
 def test_version_1_index_is_migrated_and_its_fts_rebuilt(tmp_path: Path) -> None:

@@ -367,7 +367,7 @@ def _columns() -> int:
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """``search QUERY``"""
     embedder: Embedder | None = None
-    if (args.mode or ("hybrid" if settings.hybrid else "vector")) != "bm25":
+    if (args.mode or settings.default_mode) != "bm25":
         from semsearch.embedder import OnnxEmbedder
 
         # One query, then exit: an unoptimised session (built in ~0.04 s rather than ~0.17 s),

@@ -54,6 +54,11 @@ class Settings:
     store_backend: str = "sqlite"
 
     @property
+    def default_mode(self) -> Mode:
+        """The search mode when none is asked for: ``hybridSearch`` picks hybrid or vector."""
+        return "hybrid" if self.hybrid else "vector"
+
+    @property
     def store_path(self) -> Path:
         """Where the index lives: the SQLite file, or the LanceDB folder beside it."""
         if self.store_backend == "lancedb":

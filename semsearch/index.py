@@ -217,7 +217,7 @@ class Index:
             k=self.settings.top_k if k is None else k,
             folder=folder,
             glob=glob,
-            mode=mode or ("hybrid" if self.settings.hybrid else "vector"),
+            mode=mode or self.settings.default_mode,
             rrf_k=self.settings.rrf_k,
         )
         return search(self._open(), self.embedder, self._cache, query, options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,12 @@ def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Inde
     assert hits[1].priors == ("private file x0.7",)
     asked = hash_index.search("internal validators", k=2)
     assert all(hit.priors == () for hit in asked)
+
+
+def test_hybrid_search_off_makes_vector_only_the_default(two_folders: Index) -> None:
+    hybrid = two_folders.search("retry backoff", k=3)
+    assert any(hit.lexical_rank is not None for hit in hybrid)
+    vector_only = Index(replace(two_folders.settings, hybrid=False), two_folders.embedder)
+    hits = vector_only.search("retry backoff", k=3)
+    vector_only.close()
+    assert hits and all(h.lexical_rank is None and h.vector_rank is not None for h in hits)

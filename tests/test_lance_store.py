@@ -297,3 +297,11 @@ def test_new_files_without_chunks_do_not_touch_the_chunks_table(settings: Settin
     assert set(store.file_states(folder)) == {"s1/f0.txt", "empty.md"}
     store.write_files([FileWrite(folder, "s1/f0.txt", 2, 0, "e", "empty", "")])
     assert store.chunk_count() == 0
+
+
+def test_chunks_before_the_model_is_recorded_are_refused(settings: Settings) -> None:
+    store = LanceStore(settings.store_path, create=True)
+    folder = store.ensure_folder("/srv/a", "a")
+    with pytest.raises(StoreError, match="before the model was recorded"):
+        store.write_files(random_writes(folder, 1, 1, seed=1))
+    assert store.file_states(folder) == {}

@@ -7,7 +7,7 @@ text decoding, PDF/DOCX extraction). Patterns are literal by default; ``regex=Tr
 Python regular expression. Python's ``re`` cannot be interrupted, so every search runs in a child
 process (``python -m semsearch.grep``, a JSON job on stdin, one JSON event per line on stdout)
 that is killed at the deadline: a pattern such as ``(a+)+$`` on a long line costs at most the
-time budget. :func:`scan` is the same search in-process, without a deadline.
+time budget.
 """
 
 from __future__ import annotations
@@ -109,15 +109,6 @@ def glob_spec(file_glob: str | None) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines([file_glob])
     except (ValueError, re.error) as exc:
         raise UsageError(f"Invalid file glob {file_glob!r}: {exc}") from exc
-
-
-def scan(
-    roots: Sequence[Path], options: GrepOptions, ignore: IgnoreSettings
-) -> Iterator[GrepMatch]:
-    """Every matching line of the roots' indexable files, in listing order (no deadline)."""
-    for event in _events(roots, options, ignore):
-        if isinstance(event, GrepMatch):
-            yield event
 
 
 def _events(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from semsearch.errors import UsageError
-from semsearch.grep import GrepMatch, GrepOptions, excerpt, grep, scan
+from semsearch.grep import GrepMatch, GrepOptions, excerpt, grep
 from semsearch.ignore import IgnoreSettings
 from tests.conftest import write_tree
 from tests.docgen import write_pdf
@@ -100,7 +100,7 @@ def test_exactly_max_results_is_not_truncated(folder: Path) -> None:
 
 
 def test_ignored_binary_and_oversized_files_are_never_searched(folder: Path) -> None:
-    matched = {m.rel for m in scan([folder], GrepOptions("needle"), IGNORE)}
+    matched = {m.rel for m in grep([folder], GrepOptions("needle"), IGNORE).matches}
     assert matched == {"a.md", "src/b.py"}
 
 
@@ -117,11 +117,6 @@ def test_gitignored_files_are_never_searched(tmp_path: Path) -> None:
     git(repo, "init", "-q")
     result = grep([repo], GrepOptions("needle"), IGNORE)
     assert lines_of(result.matches) == [("app.py", 1)]
-
-
-def test_in_process_scan_matches_the_child(folder: Path) -> None:
-    options = GrepOptions("needle")
-    assert list(scan([folder], options, IGNORE)) == list(grep([folder], options, IGNORE).matches)
 
 
 def test_catastrophic_regex_stops_at_the_deadline(tmp_path: Path) -> None:

@@ -27,8 +27,6 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Protocol
 
-from tokenizers import Tokenizer
-
 from semsearch.errors import ConfigError
 
 _NON_SPACE = re.compile(r"\S")
@@ -91,23 +89,6 @@ class Chunk:
     start_line: int  # 1-based line of start_offset
     end_line: int  # 1-based line of the chunk's last character, inclusive
     token_count: int  # model tokens in the slice, without special tokens
-
-
-class WordPieceSpans:
-    """`TokenSpans` over a Hugging Face `tokenizers.Tokenizer` (e.g. all-MiniLM-L6-v2's).
-
-    Works on a copy of the tokenizer with truncation and padding switched off, so the caller's
-    tokenizer is left untouched and long texts are counted in full.
-    """
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        self._tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character offsets of each token of `text`, without [CLS]/[SEP]."""
-        return list(self._tokenizer.encode(text, add_special_tokens=False).offsets)
 
 
 class _Doc:

@@ -11,9 +11,10 @@ linear in the size of the text. Units, from coarse to fine:
   better cut exists).
 
 These pieces are packed greedily into chunks of about ``target_tokens``. Every chunk after the
-first starts with up to ``overlap_tokens`` tokens of the previous chunk's tail, rounded to whole
-lines when they fit and to a word start otherwise. The overlap never repeats the whole previous
-chunk and never pushes a chunk over ``hard_token_limit``.
+first starts with up to ``overlap_tokens`` tokens of the previous chunk's tail, starting at a line
+start when the whole lines in that tail hold at least half of the budget and at a word start
+otherwise. The overlap never repeats the whole previous chunk and never pushes a chunk over
+``hard_token_limit``.
 
 Chunk text is always a verbatim slice of the source; only leading blank lines and trailing
 whitespace are trimmed from the slice.
@@ -48,7 +49,8 @@ _RANK_SPACE = 2  # after whitespace
 
 
 class TokenSpans(Protocol):
-    """Anything that can report where the model's tokens lie in a text."""
+    """Anything that can report where the model's tokens lie in a text: every
+    :class:`~semsearch.embedder.Embedder` does."""
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """(start, end) character offsets in `text` of each model token, in order.

@@ -2,9 +2,9 @@
 
 :class:`IgnoreSettings` holds the knobs: the binary-extension list, the default patterns of walk
 mode, the per-folder and global ignore files and the size caps. :class:`IgnoreRules` layers the
-ignore patterns (defaults < global ignore file < the folder's own file, gitignore syntax, last
-match wins across all three) and says why a path is left out. Reading the ignore files is the
-listing's job (:mod:`semsearch.listing`); nothing here touches the disk.
+ignore patterns (walk-mode defaults < global ignore file < the folder's own file, gitignore
+syntax, last match wins across them all) and says why a path is left out. Reading the ignore
+files is the listing's job (:mod:`semsearch.listing`); nothing here touches the disk.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ linear in the size of the text. Units, from coarse to fine:
   better cut exists).
 
 These pieces are packed greedily into chunks of about ``target_tokens``. Every chunk after the
-first starts with up to ``overlap_tokens`` tokens of the previous chunk's tail, rounded to whole
-lines when they fit and to a word start otherwise. The overlap never repeats the whole previous
-chunk and never pushes a chunk over ``hard_token_limit``.
+first starts with up to ``overlap_tokens`` tokens of the previous chunk's tail, starting at a line
+start when the whole lines in that tail hold at least half of the budget and at a word start
+otherwise. The overlap never repeats the whole previous chunk and never pushes a chunk over
+``hard_token_limit``.
 
 Chunk text is always a verbatim slice of the source; only leading blank lines and trailing
 whitespace are trimmed from the slice.
@@ -26,8 +27,6 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Protocol
-
-from tokenizers import Tokenizer
 
 from semsearch.errors import ConfigError
 
@@ -50,7 +49,8 @@ _RANK_SPACE = 2  # after whitespace
 
 
 class TokenSpans(Protocol):
-    """Anything that can report where the model's tokens lie in a text."""
+    """Anything that can report where the model's tokens lie in a text: every
+    :class:`~semsearch.embedder.Embedder` does."""
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """(start, end) character offsets in `text` of each model token, in order.
@@ -91,23 +91,6 @@ class Chunk:
     start_line: int  # 1-based line of start_offset
     end_line: int  # 1-based line of the chunk's last character, inclusive
     token_count: int  # model tokens in the slice, without special tokens
-
-
-class WordPieceSpans:
-    """`TokenSpans` over a Hugging Face `tokenizers.Tokenizer` (e.g. all-MiniLM-L6-v2's).
-
-    Works on a copy of the tokenizer with truncation and padding switched off, so the caller's
-    tokenizer is left untouched and long texts are counted in full.
-    """
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        self._tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        self._tokenizer.no_truncation()
-        self._tokenizer.no_padding()
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character offsets of each token of `text`, without [CLS]/[SEP]."""
-        return list(self._tokenizer.encode(text, add_special_tokens=False).offsets)
 
 
 class _Doc:

@@ -1,16 +1,13 @@
-"""Direct access to the indexable files, without the index: exact search and confined reads.
+"""Exact search over the indexable files, without the index.
 
 :func:`grep` searches, line by line, exactly the files the indexer would read: the same
-:func:`~semsearch.files.list_files` listing (git/.gitignore, ``.indexignore``, binary extensions,
-size caps), the same NUL sniff and the same text decoding and PDF/DOCX extraction. Patterns are
-literal by default; ``regex=True`` takes a Python regular expression. Python's ``re`` cannot be
-interrupted, so every search runs in a child process (``python -m semsearch.grep``, a JSON job on
-stdin, one JSON event per line on stdout) that is killed at the deadline: a pattern such as
-``(a+)+$`` on a long line costs at most the time budget. :func:`scan` is the same search
-in-process, without a deadline.
-
-:class:`Locator` decides whether a path may be read: it must resolve (symlinks included) to a
-file under a configured folder and be in that folder's listing.
+:func:`~semsearch.listing.list_files` listing (git/.gitignore, ``.indexignore``, binary
+extensions, size caps) read through the same :func:`~semsearch.access.read_text` (NUL sniff,
+text decoding, PDF/DOCX extraction). Patterns are literal by default; ``regex=True`` takes a
+Python regular expression. Python's ``re`` cannot be interrupted, so every search runs in a child
+process (``python -m semsearch.grep``, a JSON job on stdin, one JSON event per line on stdout)
+that is killed at the deadline: a pattern such as ``(a+)+$`` on a long line costs at most the
+time budget.
 """
 
 from __future__ import annotations
@@ -33,17 +30,11 @@ from typing import Any
 
 import pathspec
 
-from semsearch.config import roots_holding
-from semsearch.errors import ExtractError, PathRefusedError, SemsearchError, UsageError
-from semsearch.extract import Extracted, extract, page_at
-from semsearch.files import (
-    FileEntry,
-    IgnoreSettings,
-    Listing,
-    is_binary_content,
-    list_files,
-    read_file_bytes,
-)
+from semsearch.access import read_text
+from semsearch.errors import ExtractError, SemsearchError, UsageError
+from semsearch.extract import Extracted, page_at
+from semsearch.ignore import IgnoreSettings
+from semsearch.listing import FileEntry, Listing, list_files
 
 DEFAULT_TIMEOUT = 10.0
 MAX_PATTERN_CHARS = 1000
@@ -118,27 +109,6 @@ def glob_spec(file_glob: str | None) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines([file_glob])
     except (ValueError, re.error) as exc:
         raise UsageError(f"Invalid file glob {file_glob!r}: {exc}") from exc
-
-
-def read_text(entry: FileEntry, ignore: IgnoreSettings) -> Extracted:
-    """A listed file's text, read as the indexer reads it (size cap, NUL sniff, extraction).
-
-    Raises :class:`ExtractError` for binary content or an unreadable document and
-    :class:`OSError` when the file cannot be opened.
-    """
-    data = read_file_bytes(entry, ignore)
-    if is_binary_content(entry.rel, data):
-        raise ExtractError(f"{entry.rel}: binary content (a NUL byte in the first 4 KiB)")
-    return extract(entry.rel, data)
-
-
-def scan(
-    roots: Sequence[Path], options: GrepOptions, ignore: IgnoreSettings
-) -> Iterator[GrepMatch]:
-    """Every matching line of the roots' indexable files, in listing order (no deadline)."""
-    for event in _events(roots, options, ignore):
-        if isinstance(event, GrepMatch):
-            yield event
 
 
 def _events(
@@ -356,77 +326,6 @@ def main() -> int:
         print(exc, file=sys.stderr)
         return 2
     return 0
-
-
-@dataclass(frozen=True)
-class Located:
-    """A readable file: the configured folder it belongs to and its listing entry."""
-
-    root: Path
-    entry: FileEntry
-
-
-class Locator:
-    """Confines reads to the configured folders; listings are cached for its lifetime.
-
-    Create one per request so every request sees the folders as they are now.
-    """
-
-    def __init__(self, roots: Sequence[Path], ignore: IgnoreSettings) -> None:
-        self._roots = list(roots)
-        self.ignore = ignore
-        self._listings: dict[str, Listing] = {}
-
-    def locate(self, path: str) -> Located:
-        """The readable file at ``path``; raises :class:`PathRefusedError` saying why not.
-
-        The path is resolved with ``os.path.realpath`` first, so ``..``, symlinks pointing out
-        of a folder and sibling folders sharing a name prefix are all outside. Inside, the file
-        must be in the folder's listing (not ignored, not binary by extension, not too large).
-        """
-        path = os.path.expanduser(path)
-        if not os.path.isabs(path):
-            raise PathRefusedError(
-                f"Refused: {path!r} is not an absolute path. Use the filePath returned by "
-                "search, gather or grep."
-            )
-        real = os.path.realpath(path)
-        owners = self._owners(real)
-        if not owners:
-            raise PathRefusedError(
-                f"Refused: {path} is not inside any configured folder. "
-                "Call list_folders to see which folders can be read."
-            )
-        if not os.path.isfile(real):
-            kind = "a folder, not a file" if os.path.isdir(real) else "not found"
-            raise PathRefusedError(f"{path} is {kind}.")
-        for root, real_root in owners:
-            listing = self._listing(real_root)
-            rel = Path(os.path.relpath(real, real_root)).as_posix()
-            for entry in listing.files:
-                if entry.rel == rel:
-                    return Located(root, entry)
-        raise PathRefusedError(
-            f"Refused: {path} is excluded from indexing ({self._reason(owners, real)}), "
-            "so it cannot be read through semsearch."
-        )
-
-    def _owners(self, real: str) -> list[tuple[Path, str]]:
-        """Configured roots containing ``real`` with their real paths, innermost first."""
-        return [(root, os.path.realpath(root)) for root in roots_holding(self._roots, real)]
-
-    def _listing(self, real_root: str) -> Listing:
-        if real_root not in self._listings:
-            self._listings[real_root] = list_files(Path(real_root), self.ignore)
-        return self._listings[real_root]
-
-    def _reason(self, owners: list[tuple[Path, str]], real: str) -> str:
-        for _, real_root in owners:
-            rel = Path(os.path.relpath(real, real_root)).as_posix()
-            for skip in self._listing(real_root).skipped:
-                if rel == skip.rel or (skip.rel.endswith("/") and rel.startswith(skip.rel)):
-                    return skip.reason
-        return "ignored by .gitignore or git's exclude rules"
 
 
 if __name__ == "__main__":

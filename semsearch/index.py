@@ -24,14 +24,10 @@ from semsearch.chunking import ChunkSettings
 from semsearch.config import Mode, Settings
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import ModelMismatchError, UsageError
-from semsearch.files import (
-    BINARY_EXTENSIONS,
-    DEFAULT_IGNORE_PATTERNS,
-    IgnoreSettings,
-    Listing,
-    list_files,
-)
+from semsearch.filetype import BINARY_EXTENSIONS
+from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
+from semsearch.listing import Listing, list_files
 from semsearch.search import Hit, SearchOptions, VectorCache, search
 from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
 

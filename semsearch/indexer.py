@@ -17,18 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from semsearch.access import read_file_bytes
 from semsearch.chunking import ChunkSettings, chunk_text
 from semsearch.embedder import Embedder
 from semsearch.errors import ExtractError
 from semsearch.extract import Extracted, extract, page_at
-from semsearch.files import (
-    FileEntry,
-    IgnoreSettings,
-    Listing,
-    is_binary_content,
-    list_files,
-    read_file_bytes,
-)
+from semsearch.filetype import is_binary_content
+from semsearch.ignore import IgnoreSettings
+from semsearch.listing import FileEntry, Listing, list_files
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store
 
 FLUSH_CHUNKS = 256

@@ -39,10 +39,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from semsearch import __version__
+from semsearch.access import Locator
 from semsearch.config import Settings, load_settings, roots_holding
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
-from semsearch.grep import GrepOptions, GrepResult, Locator
+from semsearch.grep import GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
 from semsearch.indexer import FileEvent

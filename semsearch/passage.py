@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from semsearch.access import Locator, read_text
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
-from semsearch.files import is_document
-from semsearch.grep import Locator, read_text
+from semsearch.filetype import is_document
 from semsearch.search import Hit
 
 TEXT_CAP_BYTES = 256 * 1024

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from semsearch.chunking import Chunk, ChunkSettings, TokenSpans, WordPieceSpans, chunk_text
+from semsearch.chunking import Chunk, ChunkSettings, TokenSpans, chunk_text
+from semsearch.embedder import OnnxEmbedder
 from semsearch.errors import ConfigError
 
 TOKENIZER_JSON = Path(__file__).parents[1] / "semsearch/data/all-MiniLM-L6-v2/tokenizer.json"
@@ -48,8 +49,9 @@ def raw_tokenizer() -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
-def real() -> WordPieceSpans:
-    return WordPieceSpans(Tokenizer.from_file(str(TOKENIZER_JSON)))
+def real() -> OnnxEmbedder:
+    """The token spans the indexer chunks with (the ONNX session is never loaded here)."""
+    return OnnxEmbedder()
 
 
 def words(count: int, seed: int = 0) -> str:
@@ -162,7 +164,7 @@ def test_crlf_text_splits_into_paragraphs_like_lf_text() -> None:
     ],
 )
 def test_no_chunk_exceeds_the_model_window(
-    name: str, text: str, real: WordPieceSpans, raw_tokenizer: Tokenizer
+    name: str, text: str, real: OnnxEmbedder, raw_tokenizer: Tokenizer
 ) -> None:
     chunks = chunk_text(text, real)
     assert_verbatim(text, chunks)
@@ -173,7 +175,7 @@ def test_no_chunk_exceeds_the_model_window(
         assert with_specials == chunk.token_count + 2, name
 
 
-def test_long_lines_are_cut_between_words(real: WordPieceSpans) -> None:
+def test_long_lines_are_cut_between_words(real: OnnxEmbedder) -> None:
     text = words(3000, seed=8).replace(" ", "  ")
     chunks = chunk_text(text, real)
     assert len(chunks) > 10
@@ -215,7 +217,7 @@ def test_code_overlap_is_rounded_to_whole_lines() -> None:
 
 
 @pytest.mark.parametrize("wrap", [False, True])
-def test_mean_chunk_size_is_near_target(wrap: bool, real: WordPieceSpans) -> None:
+def test_mean_chunk_size_is_near_target(wrap: bool, real: OnnxEmbedder) -> None:
     settings = ChunkSettings()
     chunks = chunk_text(prose(300, seed=12, wrap=wrap), real, settings)
     mean = statistics.mean(chunk.token_count for chunk in chunks)
@@ -233,9 +235,7 @@ def test_seed_paragraph_sizes_stay_within_limit(sizes: tuple[int, ...]) -> None:
 
 
 @pytest.mark.parametrize("tokenizer_name", ["fake", "real"])
-def test_seed_long_paragraph_is_split_and_covered(
-    tokenizer_name: str, real: WordPieceSpans
-) -> None:
+def test_seed_long_paragraph_is_split_and_covered(tokenizer_name: str, real: OnnxEmbedder) -> None:
     tokenizer: TokenSpans = RegexSpans() if tokenizer_name == "fake" else real
     text = "Intro line.\n\n" + words(1200, seed=13) + "\n\nOutro line.\n"
     chunks = chunk_text(text, tokenizer)
@@ -272,7 +272,7 @@ def test_tokenizer_is_called_once(text: str) -> None:
     assert tokenizer.calls == 1
 
 
-def test_400_kb_chunks_quickly(real: WordPieceSpans) -> None:
+def test_400_kb_chunks_quickly(real: OnnxEmbedder) -> None:
     text = prose(1000, seed=15)
     text = (text * (400_000 // len(text) + 1))[:400_000]
     started = time.perf_counter()
@@ -300,15 +300,13 @@ def test_invalid_settings_are_refused(target: int, overlap: int, limit: int) -> 
     ],
 )
 def test_word_piece_spans_are_character_offsets(
-    text: str, pieces: list[str], real: WordPieceSpans
+    text: str, pieces: list[str], real: OnnxEmbedder
 ) -> None:
     assert [text[start:end] for start, end in real.token_spans(text)] == [
         piece.removeprefix("##") for piece in pieces
     ]
 
 
-def test_word_piece_spans_ignore_embedded_truncation() -> None:
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
-    spans = WordPieceSpans(tokenizer).token_spans("word " * 500)
-    assert len(spans) == 500
-    assert tokenizer.truncation is not None
+def test_word_piece_spans_ignore_embedded_truncation(real: OnnxEmbedder) -> None:
+    assert Tokenizer.from_file(str(TOKENIZER_JSON)).truncation is not None
+    assert len(real.token_spans("word " * 500)) == 500

@@ -1,4 +1,4 @@
-"""Tests for semsearch.grep: exact search over the indexable files, and confined reads."""
+"""Tests for semsearch.grep: exact search over the indexable files in a child process."""
 
 from __future__ import annotations
 
@@ -9,17 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.errors import ExtractError, PathRefusedError, UsageError
-from semsearch.files import IgnoreSettings, list_files
-from semsearch.grep import (
-    GrepMatch,
-    GrepOptions,
-    Locator,
-    excerpt,
-    grep,
-    read_text,
-    scan,
-)
+from semsearch.errors import UsageError
+from semsearch.grep import GrepMatch, GrepOptions, excerpt, grep
+from semsearch.ignore import IgnoreSettings
 from tests.conftest import write_tree
 from tests.docgen import write_pdf
 
@@ -108,7 +100,7 @@ def test_exactly_max_results_is_not_truncated(folder: Path) -> None:
 
 
 def test_ignored_binary_and_oversized_files_are_never_searched(folder: Path) -> None:
-    matched = {m.rel for m in scan([folder], GrepOptions("needle"), IGNORE)}
+    matched = {m.rel for m in grep([folder], GrepOptions("needle"), IGNORE).matches}
     assert matched == {"a.md", "src/b.py"}
 
 
@@ -125,11 +117,6 @@ def test_gitignored_files_are_never_searched(tmp_path: Path) -> None:
     git(repo, "init", "-q")
     result = grep([repo], GrepOptions("needle"), IGNORE)
     assert lines_of(result.matches) == [("app.py", 1)]
-
-
-def test_in_process_scan_matches_the_child(folder: Path) -> None:
-    options = GrepOptions("needle")
-    assert list(scan([folder], options, IGNORE)) == list(grep([folder], options, IGNORE).matches)
 
 
 def test_catastrophic_regex_stops_at_the_deadline(tmp_path: Path) -> None:
@@ -177,64 +164,6 @@ def test_long_lines_show_a_window_around_the_match() -> None:
     assert shown.startswith("…") and shown.endswith("…")
     assert len(shown) == 242
     assert excerpt("  short  ", 2, 4) == "short"
-
-
-def test_read_text_decodes_like_the_indexer(tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "t", {"crlf.txt": b"one\r\ntwo\r\n", "nul.txt": b"a\x00b"})
-    listing = {entry.rel: entry for entry in list_files(root, IGNORE).files}
-    assert read_text(listing["crlf.txt"], IGNORE).text == "one\ntwo\n"
-    with pytest.raises(ExtractError, match="binary content"):
-        read_text(listing["nul.txt"], IGNORE)
-
-
-@pytest.fixture
-def confined(tmp_path: Path) -> tuple[Path, Path]:
-    """A configured folder with a symlink out, and an outside sibling sharing its name prefix."""
-    data = write_tree(
-        tmp_path / "data",
-        {"ok.md": "fine\n", "private/secret.md": "hidden\n", ".indexignore": "private/\n"},
-    )
-    outside = write_tree(tmp_path / "data-private", {"key.txt": "FAKE-KEY\n"})
-    (data / "link.txt").symlink_to(outside / "key.txt")
-    (data / "inner.txt").symlink_to(data / "ok.md")
-    return data, outside
-
-
-def test_locator_allows_listed_files(confined: tuple[Path, Path]) -> None:
-    data, _ = confined
-    located = Locator([data], IGNORE).locate(str(data / "ok.md"))
-    assert (located.root, located.entry.rel) == (data, "ok.md")
-
-
-def test_locator_follows_symlinks_inside_the_folder(confined: tuple[Path, Path]) -> None:
-    data, _ = confined
-    assert Locator([data], IGNORE).locate(str(data / "inner.txt")).entry.rel == "ok.md"
-
-
-@pytest.mark.parametrize(
-    ("path", "message"),
-    [
-        ("{data}/../data-private/key.txt", "not inside any configured folder"),
-        ("{outside}/key.txt", "not inside any configured folder"),
-        ("{data}/link.txt", "not inside any configured folder"),
-        ("/etc/passwd", "not inside any configured folder"),
-        ("{data}/private/secret.md", "excluded from indexing .ignored by .indexignore"),
-        ("{data}/missing.md", "not found"),
-        ("{data}", "a folder, not a file"),
-        ("ok.md", "not an absolute path"),
-    ],
-)
-def test_locator_refusals(confined: tuple[Path, Path], path: str, message: str) -> None:
-    data, outside = confined
-    with pytest.raises(PathRefusedError, match=message):
-        Locator([data], IGNORE).locate(path.format(data=data, outside=outside))
-
-
-def test_locator_uses_the_innermost_folder(confined: tuple[Path, Path]) -> None:
-    data, _ = confined
-    nested = write_tree(data / "sub", {"n.md": "nested\n"})
-    located = Locator([data, nested], IGNORE).locate(str(nested / "n.md"))
-    assert (located.root, located.entry.rel) == (nested, "n.md")
 
 
 def test_child_runs_from_the_package_not_the_callers_cwd(

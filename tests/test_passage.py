@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from semsearch.access import Locator
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
-from semsearch.files import IgnoreSettings
-from semsearch.grep import Locator
+from semsearch.ignore import IgnoreSettings
 from semsearch.index import Index
 from semsearch.passage import (
     TEXT_CAP_BYTES,

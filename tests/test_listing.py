@@ -1,29 +1,16 @@
-"""Tests for semsearch.files: discovery in git and walk mode, ignore rules, safe reading."""
+"""Tests for semsearch.listing: discovery in git and walk mode, with the ignore rules on top."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from semsearch.errors import ExtractError
-from semsearch.files import (
-    BINARY_EXTENSIONS,
-    FileEntry,
-    IgnoreSettings,
-    Listing,
-    Skip,
-    is_binary_content,
-    is_document,
-    list_files,
-    looks_binary,
-    read_file_bytes,
-)
+from semsearch.ignore import IgnoreSettings
+from semsearch.listing import FileEntry, Listing, Skip, list_files
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 is_root = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -264,13 +251,6 @@ def test_size_reason_uses_thousands_separators(folder: Path) -> None:
     assert list_files(folder).skipped == (Skip("big.txt", "too large (612,000 bytes > 500,000)"),)
 
 
-def test_binary_extensions_table() -> None:
-    assert ".pdf" not in BINARY_EXTENSIONS and ".docx" not in BINARY_EXTENSIONS
-    assert {".png", ".dsym", ".sqlite", ".ico"} <= BINARY_EXTENSIONS
-    assert {".framework", ".xcarchive", ".dSYM"}.isdisjoint(BINARY_EXTENSIONS)
-    assert all(ext == ext.lower() and ext.startswith(".") for ext in BINARY_EXTENSIONS)
-
-
 @pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
 def test_symlinks_are_never_listed(folder: Path, use_git: bool) -> None:
     outside = make_tree(folder / "outside", {"secret.md": "s"})
@@ -292,58 +272,6 @@ def test_fifo_is_never_listed(folder: Path, use_git: bool) -> None:
     assert rels(listing) == ["a.md"]
     if not use_git:  # git does not list special files at all
         assert listing.skipped == (Skip("pipe.txt", "not a regular file"),)
-
-
-@pytest.fixture
-def alarm() -> Iterator[None]:
-    """Fail instead of hanging forever if a read blocks."""
-    if not hasattr(signal, "SIGALRM"):
-        pytest.skip("needs SIGALRM")
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(5)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
-
-
-def entry_for(path: Path, rel: str) -> FileEntry:
-    return FileEntry(rel, path, 0, 0)
-
-
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-def test_read_file_bytes_refuses_fifo_promptly(folder: Path, alarm: None) -> None:
-    os.mkfifo(folder / "pipe.txt")
-    with pytest.raises(ExtractError, match=r"pipe\.txt: not a regular file"):
-        read_file_bytes(entry_for(folder / "pipe.txt", "pipe.txt"))
-
-
-def test_read_file_bytes_refuses_symlink(folder: Path) -> None:
-    make_tree(folder, {"real.md": "r"})
-    (folder / "link.md").symlink_to(folder / "real.md")
-    with pytest.raises(ExtractError, match=r"link\.md: is a symlink"):
-        read_file_bytes(entry_for(folder / "link.md", "link.md"))
-
-
-def test_read_file_bytes_reads_within_cap(folder: Path) -> None:
-    make_tree(folder, {"a.txt": "0123456789", "doc.pdf": "0123456789" * 3})
-    settings = IgnoreSettings(max_file_size=10, max_document_size=30)
-    assert read_file_bytes(entry_for(folder / "a.txt", "a.txt"), settings) == b"0123456789"
-    assert len(read_file_bytes(entry_for(folder / "doc.pdf", "doc.pdf"), settings)) == 30
-
-
-def test_read_file_bytes_refuses_file_that_grew(folder: Path) -> None:
-    make_tree(folder, {"a.txt": "x" * 11})
-    with pytest.raises(ExtractError, match=r"a\.txt: too large \(11 bytes > 10\)"):
-        read_file_bytes(entry_for(folder / "a.txt", "a.txt"), IgnoreSettings(max_file_size=10))
-
-
-def test_read_file_bytes_missing_file_raises_oserror(folder: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        read_file_bytes(entry_for(folder / "gone.txt", "gone.txt"))
 
 
 @pytest.mark.skipif(is_root, reason="root can read a chmod 000 directory")
@@ -402,29 +330,6 @@ def test_missing_git_falls_back_to_walk(folder: Path, monkeypatch: pytest.Monkey
     assert "git is not installed" in warning
 
 
-@pytest.mark.parametrize(
-    ("head", "expected"),
-    [
-        (b"", False),
-        (b"plain text\n", False),
-        ("ünïcödé".encode(), False),
-        (b"\x89PNG\r\n\x1a\n\x00\x00", True),
-        (b"x" * 4095 + b"\x00", True),
-        (b"x" * 4096 + b"\x00", False),  # only the first 4096 bytes are sniffed
-    ],
-)
-def test_looks_binary(head: bytes, expected: bool) -> None:
-    assert looks_binary(head) is expected
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [("a.pdf", True), ("A.PDF", True), ("b.docx", True), ("c.doc", False), ("pdf", False)],
-)
-def test_is_document(name: str, expected: bool) -> None:
-    assert is_document(name) is expected
-
-
 def test_allow_list_ignore_file_keeps_folders_walkable(tmp_path: Path) -> None:
     root = tmp_path / "allow"
     (root / "pkg" / "sub").mkdir(parents=True)
@@ -436,18 +341,3 @@ def test_allow_list_ignore_file_keeps_folders_walkable(tmp_path: Path) -> None:
         "pkg/sub/deep.py",
         "top.py",
     ]
-
-
-@pytest.mark.parametrize(
-    ("rel", "data", "expected"),
-    [
-        ("a.txt", b"plain text", False),
-        ("a.txt", b"nul\x00byte", True),
-        ("a.txt", "utf-16 text".encode("utf-16"), False),
-        ("a.pdf", b"%PDF-1.4\x00\x01", False),
-        ("a.docx", b"PK\x03\x04\x00", False),
-        ("a.txt", b"x" * 5000 + b"\x00", False),
-    ],
-)
-def test_is_binary_content(rel: str, data: bytes, expected: bool) -> None:
-    assert is_binary_content(rel, data) is expected

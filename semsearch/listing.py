@@ -1,11 +1,12 @@
-"""File discovery shared by the indexer and the MCP grep tool.
+"""Listing the files of one folder that semsearch may read (the indexer, grep and cat_file).
 
-:func:`list_files` lists the files of one folder that semsearch may read. Inside a git work tree,
-git decides what is ignored (``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``);
-elsewhere the folder is walked and :data:`DEFAULT_IGNORE_PATTERNS` apply. In both modes the
-folder's ``.indexignore``, the global ignore file, the binary-extension list, a regular-file check
-and a size cap apply on top. Nothing here raises for a missing folder or an unreadable entry: such
-problems come back in :attr:`Listing.errors` and :attr:`Listing.warnings`.
+:func:`list_files` works in one of two modes. Inside a git work tree, git decides what is ignored
+(``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``); elsewhere the folder is
+walked and :data:`~semsearch.ignore.DEFAULT_IGNORE_PATTERNS` apply. In both modes the folder's
+``.indexignore``, the global ignore file, the UTF-8 name check, the binary-extension list, a
+regular-file check and a size cap apply on top (:mod:`semsearch.ignore`). Nothing here raises
+for a missing folder or an unreadable entry: such problems come back in :attr:`Listing.errors`
+and :attr:`Listing.warnings`.
 """
 
 from __future__ import annotations
@@ -16,97 +17,17 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import pathspec
-
-from semsearch.errors import ExtractError
-from semsearch.extract import has_text_bom
-
-# The original tool's list, without the directory-only .framework/.xcarchive and with .dSYM
-# lower-cased (the comparison is on lower-cased extensions, so .dSYM never matched).
-_SEED_BINARY_EXTENSIONS = """
-.png .jpg .jpeg .gif .bmp .ico .icns .tiff .webp .avif .heic .psd .ai .sketch .fig .mp3 .wav
-.flac .ogg .m4a .aac .mp4 .mov .avi .mkv .webm .zip .gz .tgz .bz2 .xz .7z .rar .tar .jar .war
-.aar .apk .aab .ipa .dmg .iso .deb .rpm .pkg .crx .whl .egg .so .dylib .dll .exe .o .a .lib
-.class .pyc .pyo .wasm .node .bin .dsym .woff .woff2 .ttf .otf .eot .db .sqlite .sqlite3 .mdb
-.realm .pack .idx .onnx .pt .pth .h5 .pb .tflite .mlmodel .safetensors .parquet .arrow .lance
-.keystore .jks .p12 .pfx .cer .der .mobileprovision
-"""
-# Other formats that never hold searchable text (office formats other than .docx included).
-_MORE_BINARY_EXTENSIONS = """
-.tif .heif .m4v .wmv .flv .mpg .mpeg .opus .wma .aiff .zst .lz4 .lzma .cab .msi .pyd .obj .ttc
-.npy .npz .pkl .pickle .ckpt .gguf .feather .epub .doc .xls .xlsx .ppt .pptx .odt .ods .odp
-.swf .blend .glb .db-wal .db-shm .sqlite-wal .sqlite-shm
-"""
-
-BINARY_EXTENSIONS: frozenset[str] = frozenset(
-    (_SEED_BINARY_EXTENSIONS + _MORE_BINARY_EXTENSIONS).split()
+from semsearch.ignore import (
+    DEFAULT_SETTINGS,
+    IgnoreRules,
+    IgnoreSettings,
+    size_cap,
+    too_large_reason,
 )
-"""Lower-case extensions (with the dot) of files that are never read. ``.pdf``/``.docx`` are not
-in it: their text is extracted."""
-
-DOCUMENT_EXTENSIONS: frozenset[str] = frozenset({".pdf", ".docx"})
-"""Documents whose text is extracted; they get :attr:`IgnoreSettings.max_document_size`."""
-
-DEFAULT_IGNORE_PATTERNS: tuple[str, ...] = (
-    "node_modules/",
-    ".git/",
-    ".hg/",
-    ".svn/",
-    "dist/",
-    "build/",
-    "coverage/",
-    "vendor/",
-    "target/",
-    ".next/",
-    ".nuxt/",
-    ".svelte-kit/",
-    ".turbo/",
-    ".parcel-cache/",
-    "bower_components/",
-    "__pycache__/",
-    ".venv/",
-    "venv/",
-    ".tox/",
-    ".nox/",
-    ".eggs/",
-    "*.egg-info/",
-    ".mypy_cache/",
-    ".pytest_cache/",
-    ".ruff_cache/",
-    ".gradle/",
-    ".terraform/",
-    ".idea/",
-    ".DS_Store",
-)
-"""gitignore-syntax patterns applied only when a folder is walked (not a git work tree)."""
 
 _GIT_TIMEOUT = 300.0
-_SNIFF_BYTES = 4096
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-@dataclass(frozen=True)
-class IgnoreSettings:
-    """Which files :func:`list_files` keeps and how large they may be."""
-
-    binary_extensions: frozenset[str] = BINARY_EXTENSIONS
-    default_ignore_patterns: tuple[str, ...] = DEFAULT_IGNORE_PATTERNS
-    ignore_file: str = ".indexignore"
-    global_ignore_file: Path | None = None
-    max_file_size: int = 500_000
-    max_document_size: int = 50_000_000
-
-
-DEFAULT_SETTINGS = IgnoreSettings()
-"""The settings used when none are given."""
 
 
 @dataclass(frozen=True)
@@ -164,84 +85,6 @@ class _GitFailure(Exception):
     """git cannot list this folder; the message says why (one line)."""
 
 
-@dataclass(frozen=True)
-class _Layered:
-    """Ignore patterns from several sources in one spec, so that gitignore's "last match wins"
-    holds across sources (a root ``!pattern`` re-includes what a default excluded)."""
-
-    spec: pathspec.PathSpec[Any]
-    ends: tuple[tuple[int, str], ...]  # (end index in spec.patterns, reason) per source
-
-    @classmethod
-    def build(cls, sources: list[tuple[list[str], str]]) -> _Layered:
-        # Plain "gitignore" patterns, not GitIgnoreSpec: pathspec 1.1's GitIgnoreSpec keeps
-        # `*` + `!*/` ignoring directories, unlike git (so the allow-list `*`, `!*/`, `!*.py`
-        # would index nothing). The walk never enters an ignored folder: git's other rule.
-        spec = pathspec.PathSpec.from_lines("gitignore", [])
-        ends: list[tuple[int, str]] = []
-        for lines, reason in sources:
-            spec += pathspec.PathSpec.from_lines("gitignore", lines)
-            ends.append((len(spec.patterns), reason))
-        return cls(spec, tuple(ends))
-
-    def reason(self, rel: str) -> str | None:
-        """The source that excludes ``rel``, or None."""
-        result = self.spec.check_file(rel)
-        if not result.include:
-            return None
-        index = result.index if result.index is not None else 0
-        return next((why for end, why in self.ends if index < end), self.ends[-1][1])
-
-
-@dataclass(frozen=True)
-class _Rules:
-    """Everything decided from a path's name: ignore patterns, UTF-8 and binary extensions.
-
-    In walk mode ignored directories are pruned, so files are matched only against patterns
-    that can match a file (not ``dir/`` ones); that is both faster and closer to git.
-    """
-
-    dirs: _Layered
-    files: _Layered
-    settings: IgnoreSettings
-
-    def reason(self, rel: str) -> str | None:
-        """Why ``rel`` (directories end in "/") is left out by name, or None to keep it."""
-        is_dir = rel.endswith("/")
-        why = (self.dirs if is_dir else self.files).reason(rel)
-        if why is not None:
-            return why
-        if not rel.isascii() and not _is_utf8_name(rel):
-            return "file name is not valid UTF-8"
-        if not is_dir and _extension(rel) in self.settings.binary_extensions:
-            return "binary extension"
-        return None
-
-
-def is_document(name: str) -> bool:
-    """True for names ending in .pdf or .docx (any case)."""
-    return _extension(name) in DOCUMENT_EXTENSIONS
-
-
-def looks_binary(head: bytes) -> bool:
-    """True when the first 4096 bytes hold a NUL byte."""
-    return b"\0" in head[:_SNIFF_BYTES]
-
-
-def is_binary_content(rel: str, data: bytes) -> bool:
-    """The one rule for binary content, shared by the indexer, grep and cat_file.
-
-    A NUL byte in the first 4 KiB means binary, except for PDF/DOCX (extracted, not read as
-    text) and for text with a byte-order mark (UTF-16 is full of NUL bytes).
-    """
-    return not is_document(rel) and not has_text_bom(data[:4]) and looks_binary(data[:4096])
-
-
-def size_cap(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> int:
-    """The largest size in bytes allowed for ``rel``: documents get the larger cap."""
-    return settings.max_document_size if is_document(rel) else settings.max_file_size
-
-
 def list_files(root: Path, settings: IgnoreSettings = DEFAULT_SETTINGS) -> Listing:
     """List the readable files under ``root`` (git mode in a work tree, else walk mode).
 
@@ -268,36 +111,6 @@ def list_files(root: Path, settings: IgnoreSettings = DEFAULT_SETTINGS) -> Listi
     rules = _load_rules(resolved, settings, "walk", acc)
     _collect_walk(resolved, rules, acc)
     return acc.listing(resolved, "walk")
-
-
-def read_file_bytes(entry: FileEntry, settings: IgnoreSettings = DEFAULT_SETTINGS) -> bytes:
-    """Read a listed file, at most its size cap, without following a symlink at its name.
-
-    Raises :class:`~semsearch.errors.ExtractError` when the file is now a symlink or not a
-    regular file (FIFO, socket, device: never read from), or is larger than its cap
-    (:func:`size_cap`). Other failures to open or read it raise :class:`OSError` unchanged,
-    e.g. :class:`FileNotFoundError` when it was deleted since it was listed.
-    """
-    cap = size_cap(entry.rel, settings)
-    try:
-        fd = os.open(entry.path, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ExtractError(f"{entry.rel}: is a symlink; not read") from exc
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ExtractError(f"{entry.rel}: not a regular file; not read")
-        if info.st_size > cap:
-            raise ExtractError(f"{entry.rel}: {_too_large(info.st_size, cap)}; not read")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(cap + 1)
-    finally:
-        os.close(fd)
-    if len(data) > cap:
-        raise ExtractError(f"{entry.rel}: grew past {cap:,} bytes while being read; not read")
-    return data
 
 
 def _resolve_root(root: Path) -> tuple[Path, str | None]:
@@ -367,7 +180,7 @@ def _git_ls_files(root: Path) -> list[str]:
     return sorted({os.fsdecode(raw) for raw in proc.stdout.split(b"\0") if raw})
 
 
-def _collect_git(root: Path, prefix: str, rels: list[str], rules: _Rules, acc: _Acc) -> None:
+def _collect_git(root: Path, prefix: str, rels: list[str], rules: IgnoreRules, acc: _Acc) -> None:
     """Filter git's paths (relative to ``root``, which is ``prefix`` below the listing root)."""
     for raw in rels:
         name = raw.rstrip("/")
@@ -389,7 +202,7 @@ def _collect_git(root: Path, prefix: str, rels: list[str], rules: _Rules, acc: _
             _keep_if_regular(rel, path, info, rules, acc)
 
 
-def _collect_nested_repo(folder: Path, prefix: str, rules: _Rules, acc: _Acc) -> None:
+def _collect_nested_repo(folder: Path, prefix: str, rules: IgnoreRules, acc: _Acc) -> None:
     """List a nested repository or submodule (git shows it as a directory) with its own git."""
     if not (folder / ".git").exists():
         return  # e.g. a submodule that was never checked out
@@ -401,7 +214,7 @@ def _collect_nested_repo(folder: Path, prefix: str, rules: _Rules, acc: _Acc) ->
     _collect_git(folder, prefix, rels, rules, acc)
 
 
-def _collect_walk(root: Path, rules: _Rules, acc: _Acc) -> None:
+def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
     """Walk root depth-first without following symlinks, pruning ignored directories."""
     pending = [""]
     while pending:
@@ -432,7 +245,7 @@ def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
         return []
 
 
-def _keep_entry(entry: os.DirEntry[str], rel: str, rules: _Rules, acc: _Acc) -> None:
+def _keep_entry(entry: os.DirEntry[str], rel: str, rules: IgnoreRules, acc: _Acc) -> None:
     try:
         info = entry.stat(follow_symlinks=False)
     except FileNotFoundError:
@@ -443,7 +256,7 @@ def _keep_entry(entry: os.DirEntry[str], rel: str, rules: _Rules, acc: _Acc) -> 
     _keep_if_regular(rel, Path(entry.path), info, rules, acc)
 
 
-def _keep_name(rel: str, rules: _Rules, acc: _Acc) -> bool:
+def _keep_name(rel: str, rules: IgnoreRules, acc: _Acc) -> bool:
     reason = rules.reason(rel)
     if reason is None:
         return True
@@ -462,7 +275,9 @@ def _lstat(path: Path, rel: str, acc: _Acc) -> os.stat_result | None:
         return None
 
 
-def _keep_if_regular(rel: str, path: Path, info: os.stat_result, rules: _Rules, acc: _Acc) -> None:
+def _keep_if_regular(
+    rel: str, path: Path, info: os.stat_result, rules: IgnoreRules, acc: _Acc
+) -> None:
     """Add a FileEntry, or a Skip for a symlink, special file or file over its size cap."""
     cap = size_cap(rel, rules.settings)
     if stat.S_ISLNK(info.st_mode):
@@ -470,32 +285,20 @@ def _keep_if_regular(rel: str, path: Path, info: os.stat_result, rules: _Rules, 
     elif not stat.S_ISREG(info.st_mode):
         acc.skipped.append(Skip(rel, "not a regular file"))
     elif info.st_size > cap:
-        acc.skipped.append(Skip(rel, _too_large(info.st_size, cap)))
+        acc.skipped.append(Skip(rel, too_large_reason(info.st_size, cap)))
     else:
         acc.files.append(FileEntry(rel, path, info.st_size, info.st_mtime_ns))
 
 
 def _load_rules(
     root: Path, settings: IgnoreSettings, mode: Literal["git", "walk"], acc: _Acc
-) -> _Rules:
-    """Layer the ignore patterns: defaults (walk mode only) < global ignore file < root's file."""
-    sources: list[tuple[list[str], str]] = []
-    if mode == "walk":
-        sources.append((list(settings.default_ignore_patterns), "ignored by default pattern"))
+) -> IgnoreRules:
+    """Read the global ignore file, then the root's, and layer them (see IgnoreRules.build)."""
+    global_lines = None
     if settings.global_ignore_file is not None:
-        lines = _read_ignore_file(settings.global_ignore_file, acc)
-        sources.append((lines, f"ignored by {settings.global_ignore_file}"))
-    lines = _read_ignore_file(root / settings.ignore_file, acc)
-    sources.append((lines, f"ignored by {settings.ignore_file}"))
-    everything = _Layered.build(sources)
-    if mode == "git":
-        return _Rules(everything, everything, settings)
-    file_sources = [([ln for ln in lines if not _is_dir_only(ln)], why) for lines, why in sources]
-    return _Rules(everything, _Layered.build(file_sources), settings)
-
-
-def _is_dir_only(line: str) -> bool:
-    return line.rstrip().endswith("/")
+        global_lines = _read_ignore_file(settings.global_ignore_file, acc)
+    root_lines = _read_ignore_file(root / settings.ignore_file, acc)
+    return IgnoreRules.build(settings, mode, global_lines, root_lines)
 
 
 def _read_ignore_file(path: Path, acc: _Acc) -> list[str]:
@@ -518,20 +321,3 @@ def _os_reason(exc: OSError, missing: str = "not found") -> str:
     if exc.errno == errno.ENOTDIR:
         return "not a directory"
     return (exc.strerror or str(exc)).lower()
-
-
-def _too_large(size: int, cap: int) -> str:
-    return f"too large ({size:,} bytes > {cap:,})"
-
-
-def _extension(name: str) -> str:
-    return os.path.splitext(name)[1].lower()
-
-
-def _is_utf8_name(name: str) -> bool:
-    """False for names holding undecodable bytes (surrogate escapes) that SQLite cannot store."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -1,11 +1,14 @@
-"""The folder resolver: paths, names, ambiguity and unknown targets."""
+"""The folder resolver: paths, names, ambiguity and unknown targets; Index.folders()."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from semsearch.config import Settings, add_roots, load_settings
+from semsearch.embedder import HashEmbedder
 from semsearch.errors import PathRefusedError, UsageError
 from semsearch.folders import (
     FolderInfo,
@@ -15,6 +18,8 @@ from semsearch.folders import (
     resolve_folder,
     select_folders,
 )
+from semsearch.index import Index
+from tests.conftest import write_tree
 
 
 @pytest.fixture
@@ -136,3 +141,39 @@ def test_holding_folder_refuses_anything_outside(tree: Path, target: str) -> Non
 def test_holding_folder_refuses_an_ambiguous_name(tree: Path) -> None:
     with pytest.raises(UsageError, match=f"{tree}/a/docs, {tree}/b/docs"):
         holding_folder("docs", [tree / "a/docs", tree / "b/docs"])
+
+
+@pytest.fixture
+def docs_index(tree: Path, settings: Settings) -> Index:
+    """The two docs folders configured and indexed, notes indexed only, `gone` configured."""
+    for rel, text in (("a/docs/x.md", "alpha otters\n"), ("b/docs/y.md", "beta otters\n")):
+        write_tree(tree, {rel: text})
+    write_tree(tree, {"notes/z.md": "gamma otters\n", "gone/.keep": ""})
+    add_roots(settings.config_path, ["a/docs", "b/docs", "gone"], tree)
+    index = Index(load_settings(os.environ), embedder=HashEmbedder())
+    index.update([tree / "a/docs", tree / "b/docs", tree / "notes"])
+    return index
+
+
+def test_index_folders_merges_configured_and_indexed_folders(tree: Path, docs_index: Index) -> None:
+    folders = docs_index.folders()
+    assert [(f.name, f.path, f.is_configured, f.files, f.chunks) for f in folders] == [
+        ("docs", tree / "a/docs", True, 1, 1),
+        ("docs", tree / "b/docs", True, 1, 1),
+        ("gone", tree / "gone", True, 0, 0),
+        ("notes", tree / "notes", False, 1, 1),
+    ]
+    assert all(f.last_indexed for f in folders if f.files)
+    assert docs_index.purge(tree / "notes") == 1
+    assert [f.name for f in docs_index.folders()] == ["docs", "docs", "gone"]
+
+
+def test_index_search_resolves_the_folder_and_refuses_an_ambiguous_name(
+    tree: Path, docs_index: Index
+) -> None:
+    with pytest.raises(UsageError, match=f"ambiguous.*{tree}/a/docs, {tree}/b/docs"):
+        docs_index.search("otters", folder="docs")
+    assert [h.rel for h in docs_index.search("otters", folder=tree / "b/docs")] == ["y.md"]
+    assert [h.rel for h in docs_index.search("otters", folder="notes")] == ["z.md"]
+    assert docs_index.search("otters", folder="gone") == []
+    docs_index.close()

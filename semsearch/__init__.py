@@ -1,7 +1,109 @@
 """semsearch: local semantic search over your files, in one SQLite index.
 
-The library's entry point is :class:`semsearch.index.Index`; this package module stays light so
-``semsearch --help`` starts fast.
+The library's public names live here: ``semsearch.Index(semsearch.load_settings(os.environ))``
+indexes the configured folders and searches them. They load on first use (PEP 562), so
+``import semsearch`` and ``semsearch --help`` import no numpy, onnxruntime or MCP SDK.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "Embedder",
+    "ExtractError",
+    "FileEvent",
+    "FolderInfo",
+    "FolderReport",
+    "HashEmbedder",
+    "Hit",
+    "Index",
+    "IndexMissingError",
+    "IndexReport",
+    "Listing",
+    "LockedError",
+    "ModelError",
+    "ModelMismatchError",
+    "OnnxEmbedder",
+    "PathRefusedError",
+    "SemsearchError",
+    "Settings",
+    "Status",
+    "StoreError",
+    "UsageError",
+    "configure_process",
+    "load_settings",
+    "resolve_folder",
+]
+
+_ERRORS = (
+    "SemsearchError",
+    "ConfigError",
+    "UsageError",
+    "ModelError",
+    "ModelMismatchError",
+    "IndexMissingError",
+    "StoreError",
+    "LockedError",
+    "ExtractError",
+    "PathRefusedError",
+)
+_HOMES: dict[str, str] = {  # where each public name is defined
+    "Index": "semsearch.index",
+    "IndexReport": "semsearch.index",
+    "Status": "semsearch.index",
+    "FolderReport": "semsearch.indexer",
+    "FileEvent": "semsearch.indexer",
+    "Listing": "semsearch.listing",
+    "Hit": "semsearch.search",
+    "FolderInfo": "semsearch.folders",
+    "resolve_folder": "semsearch.folders",
+    "Settings": "semsearch.config",
+    "load_settings": "semsearch.config",
+    "Embedder": "semsearch.embedder",
+    "OnnxEmbedder": "semsearch.embedder",
+    "HashEmbedder": "semsearch.embedder",
+    "configure_process": "semsearch.cli",
+    **dict.fromkeys(_ERRORS, "semsearch.errors"),
+}
+
+if TYPE_CHECKING:
+    from semsearch.cli import configure_process
+    from semsearch.config import Settings, load_settings
+    from semsearch.embedder import Embedder, HashEmbedder, OnnxEmbedder
+    from semsearch.errors import (
+        ConfigError,
+        ExtractError,
+        IndexMissingError,
+        LockedError,
+        ModelError,
+        ModelMismatchError,
+        PathRefusedError,
+        SemsearchError,
+        StoreError,
+        UsageError,
+    )
+    from semsearch.folders import FolderInfo, resolve_folder
+    from semsearch.index import Index, IndexReport, Status
+    from semsearch.indexer import FileEvent, FolderReport
+    from semsearch.listing import Listing
+    from semsearch.search import Hit
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use, then keep the name here."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'semsearch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, with the public ones not loaded yet."""
+    return sorted({*globals(), *__all__})

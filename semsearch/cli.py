@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from semsearch import __version__
 from semsearch.config import MODES, Settings, add_roots, load_settings, remove_roots
 from semsearch.errors import SemsearchError, UsageError
+from semsearch.folders import resolve_folder
 
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.embedder import Embedder
@@ -165,31 +166,28 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
-    """``remove [--keep-index] NAME|PATH...``"""
-    from semsearch.index import Index, resolve_root
+    """``remove [--keep-index] NAME|PATH...``: nothing changes unless every target resolves."""
+    from semsearch.index import Index
 
-    change = remove_roots(settings.config_path, args.targets, Path.cwd())
     index = Index(settings)
-    indexed = {Path(f.path): f for f in index.folders()}
-    purge = list(change.changed)
-    for target in change.rejected:
-        matches = [p for p in indexed if p.name == target or p == resolve_root(target)]
-        if len(matches) == 1 and not args.keep_index:
-            purge.append(matches[0])
-        else:
-            print(f"not configured: {target}", file=sys.stderr)
+    try:
+        known = [f for f in index.folders() if f.is_configured or not args.keep_index]
+        chosen = [resolve_folder(target, known, Path.cwd()).path for target in args.targets]
+        chosen = list(dict.fromkeys(chosen))
+        change = remove_roots(settings.config_path, chosen)
+        files = 0 if args.keep_index else sum(index.purge(path) for path in chosen)
+    finally:
+        index.close()
     for path in change.changed:
         print(f"removed   {path}")
     if not args.keep_index:
-        files = sum(index.purge(path) for path in purge)
         print(f"purged    {files} file{'s' if files != 1 else ''} from the index")
     if change.changed:
         count = len(change.roots)
         print(f"\n{count} folder{'s' if count != 1 else ''} remaining")
         if args.keep_index:
             print("Chunks left in place (--keep-index): run `semsearch remove` again to purge.")
-    index.close()
-    return EXIT_OK if purge or change.changed else EXIT_FAIL
+    return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:

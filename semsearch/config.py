@@ -279,38 +279,21 @@ def add_roots(config_path: Path, paths: list[str], cwd: Path) -> RootChange:
     return RootChange(tuple(added), tuple(already), tuple(rejected), tuple(roots))
 
 
-def _matching_roots(roots: list[Path], target: str, cwd: Path) -> list[Path]:
-    absolute = Path(os.path.abspath(cwd / Path(target).expanduser()))
-    by_path = [
-        root
-        for root in roots
-        if root == absolute or os.path.realpath(root) == os.path.realpath(absolute)
-    ]
-    if by_path or os.sep in target:
-        return by_path
-    return [root for root in roots if root.name == target]
+def remove_roots(config_path: Path, folders: Sequence[Path]) -> RootChange:
+    """Remove folders from the config, as resolved by :func:`semsearch.folders.resolve_folder`.
 
-
-def remove_roots(config_path: Path, targets: list[str], cwd: Path) -> RootChange:
-    """Remove folders named by path, real path or folder name.
-
-    A bare name that matches several folders is ambiguous and rejected.
+    Folders are compared as real paths; one that is not configured comes back in ``unchanged``.
     """
     data = read_config_file(config_path)
     roots = config_roots(config_path, data)
-    removed: list[Path] = []
-    rejected: list[str] = []
-    for target in targets:
-        hits = _matching_roots(roots, target, cwd)
-        if len(hits) != 1 and not (hits and os.sep in target):
-            rejected.append(target)
-            continue
-        for root in hits:
-            roots.remove(root)
-            removed.append(root)
+    wanted = {os.path.realpath(folder) for folder in folders}
+    removed = [root for root in roots if os.path.realpath(root) in wanted]
+    gone = {os.path.realpath(root) for root in removed}
+    kept = [root for root in roots if root not in removed]
     if removed:
-        _store_roots(config_path, data, roots)
-    return RootChange(tuple(removed), (), tuple(rejected), tuple(roots))
+        _store_roots(config_path, data, kept)
+    unchanged = tuple(folder for folder in folders if os.path.realpath(folder) not in gone)
+    return RootChange(tuple(removed), unchanged, (), tuple(kept))
 
 
 def roots_holding(roots: Sequence[Path], path: str | Path) -> list[Path]:

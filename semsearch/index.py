@@ -25,6 +25,7 @@ from semsearch.config import Mode, Settings
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.filetype import BINARY_EXTENSIONS
+from semsearch.folders import FolderInfo, resolve_folder
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.listing import Listing, list_files
@@ -128,6 +129,7 @@ class Index:
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self._embedder = embedder
+        self._indexed: tuple[int, list[Folder]] = (-1, [])  # (generation, folders) read last
         self._store: Store | None = None
         self._cache = VectorCache()
 
@@ -204,25 +206,48 @@ class Index:
         query: str,
         *,
         k: int | None = None,
-        folder: str | None = None,
+        folder: str | Path | None = None,
         glob: str | None = None,
         mode: Mode | None = None,
     ) -> list[Hit]:
-        """Top-k chunks for a query; filters apply before ranking."""
+        """Top-k chunks for a query; filters apply before ranking.
+
+        ``folder`` is a folder name or path, resolved among :meth:`folders` by
+        :func:`~semsearch.folders.resolve_folder` (an ambiguous name is refused).
+        """
+        chosen = None
+        if folder is not None:
+            chosen = resolve_folder(folder, self.folders()).path
         options = SearchOptions(
             k=self.settings.top_k if k is None else k,
-            folder=folder,
+            folder=None if chosen is None else str(chosen),
             glob=glob,
             mode=mode or self.settings.default_mode,
             rrf_k=self.settings.rrf_k,
         )
         return search(self._open(), self.embedder, self._cache, query, options)
 
-    def folders(self) -> list[Folder]:
-        """Folders in the index with their counts ([] when there is no index yet)."""
+    def folders(self) -> list[FolderInfo]:
+        """The configured folders in config order, then those only in the index; with counts."""
+        indexed = {os.path.realpath(f.path): f for f in self._indexed_folders()}
+        rows: list[FolderInfo] = []
+        for root in self.settings.roots:
+            found = indexed.pop(os.path.realpath(root), None)
+            counts = (found.files, found.chunks, found.last_indexed) if found else (0, 0, None)
+            rows.append(FolderInfo(root.name, root, True, *counts))
+        for f in indexed.values():
+            rows.append(FolderInfo(f.name, Path(f.path), False, f.files, f.chunks, f.last_indexed))
+        return rows
+
+    def _indexed_folders(self) -> list[Folder]:
+        """The index's folders with counts, read again only after the index changed."""
         if self._store is None and not self.settings.store_path.exists():
             return []
-        return self._open().folders()
+        store = self._open()
+        generation = store.generation()
+        if generation != self._indexed[0]:
+            self._indexed = (generation, store.folders())
+        return self._indexed[1]
 
     def purge(self, root: Path, wait_seconds: float = 600.0) -> int:
         """Remove a folder's files and chunks from the index; returns files purged."""

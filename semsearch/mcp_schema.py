@@ -7,7 +7,6 @@ inlines ``$ref``s and drops titles and null defaults from the schemas the SDK ge
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -15,8 +14,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from typing_extensions import NotRequired, TypedDict
 
+from semsearch.folders import FolderInfo
 from semsearch.search import Hit
-from semsearch.store import Folder
 
 MAX_K = 50
 """Most results a search or gather call returns."""
@@ -167,17 +166,17 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     return row
 
 
-def folder_json(name: str, path: str, configured: bool, folder: Folder | None) -> dict[str, Any]:
+def folder_json(folder: FolderInfo) -> dict[str, Any]:
     """A list_folders row: the folder on disk and in the config, with its index counts."""
     row: dict[str, Any] = {
-        "name": name,
-        "path": path,
-        "exists": os.path.isdir(path),
-        "configured": configured,
-        "files": folder.files if folder else 0,
-        "chunks": folder.chunks if folder else 0,
+        "name": folder.name,
+        "path": str(folder.path),
+        "exists": folder.path.is_dir(),
+        "configured": folder.is_configured,
+        "files": folder.files,
+        "chunks": folder.chunks,
     }
-    if folder is not None and folder.last_indexed:
+    if folder.last_indexed:
         stamp = datetime.fromtimestamp(folder.last_indexed, tz=timezone.utc)
         row["lastIndexed"] = stamp.isoformat(timespec="seconds")
     return row

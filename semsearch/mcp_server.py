@@ -40,9 +40,10 @@ from pydantic import Field
 
 from semsearch import __version__
 from semsearch.access import Locator
-from semsearch.config import Settings, load_settings, roots_holding
+from semsearch.config import Settings, load_settings
 from semsearch.embedder import Embedder, OnnxEmbedder
-from semsearch.errors import PathRefusedError, SemsearchError, UsageError
+from semsearch.errors import SemsearchError
+from semsearch.folders import holding_folder, select_folders
 from semsearch.grep import GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
@@ -207,13 +208,7 @@ class Tools:
         chunks indexed. A good first call to learn what can be searched."""
         settings = self.settings()
         with self._lock:
-            indexed = {os.path.realpath(f.path): f for f in self._index(settings).folders()}
-        rows: list[dict[str, Any]] = []
-        for root in settings.roots:
-            folder = indexed.pop(str(_real(root)), None)
-            rows.append(folder_json(root.name, str(root), True, folder))
-        for path, only_indexed in indexed.items():
-            rows.append(folder_json(only_indexed.name, path, False, only_indexed))
+            rows = [folder_json(folder) for folder in self._index(settings).folders()]
         payload: dict[str, Any] = {
             "folders": rows,
             "indexPath": str(settings.store_path),
@@ -264,7 +259,7 @@ class Tools:
         binary files). Literal and case-insensitive by default. Returns folder, relative path,
         line number and the line; stops after maxResults lines and a 10 s time budget."""
         settings = self.settings()
-        roots = _select_roots(settings, folder)
+        roots = select_folders(settings.roots, folder)
         options = GrepOptions(
             pattern, bool(regex), bool(caseSensitive), fileGlob or None, maxResults or 50
         )
@@ -290,7 +285,7 @@ class Tools:
         """
         try:
             settings = self.settings()
-            roots = None if not root else [_configured_root(settings, root)]
+            roots = None if not root else [holding_folder(root, settings.roots)]
             with self._lock:
                 writer = Index(settings, embedder=self._embedder(settings))
             progress = _Progress(ctx)
@@ -350,30 +345,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def _real(path: Path) -> Path:
-    return Path(os.path.realpath(path))
-
-
-def _select_roots(settings: Settings, folder: str | None) -> list[Path]:
-    if not settings.roots:
-        raise UsageError("No folders configured. Add one with `semsearch add PATH` in a terminal.")
-    if not folder:
-        return list(settings.roots)
-    chosen = [
-        root
-        for root in settings.roots
-        if folder in (root.name, str(root))
-        or (os.path.isabs(folder) and _real(root) == Path(os.path.realpath(folder)))
-    ]
-    if not chosen:
-        names = ", ".join(root.name for root in settings.roots)
-        raise UsageError(
-            f"No configured folder named {folder!r}. Configured folders: {names}. "
-            "Call list_folders for their paths."
-        )
-    return chosen
-
-
 def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:
     lines = [
         f"{m.folder}  ·  {m.rel}:{m.line}{f' (p. {m.page})' if m.page else ''}  {m.text}"
@@ -396,20 +367,6 @@ def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:
             f"with folder or fileGlob, or raise maxResults, at most {MAX_GREP_RESULTS}.)"
         )
     return _text("\n".join(lines))
-
-
-def _configured_root(settings: Settings, raw: str) -> Path:
-    """The configured folder to index for ``root``: itself, or the innermost one holding it."""
-    named = [root for root in settings.roots if root.name == raw]
-    if os.sep not in raw and len(named) == 1:
-        return named[0]
-    owners = roots_holding(settings.roots, os.path.expanduser(raw))
-    if not os.path.isabs(os.path.expanduser(raw)) or not owners:
-        raise PathRefusedError(
-            f"Refused: {raw} is not a configured folder or inside one; the index tool only "
-            f"updates configured folders. To add it, run `semsearch add {raw}` in a terminal."
-        )
-    return owners[0]
 
 
 TOOLS: tuple[tuple[str, str, bool], ...] = (

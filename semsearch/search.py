@@ -159,18 +159,16 @@ def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
 def allowed_files(
     refs: dict[int, FileRef], folder: str | None, glob: str | None
 ) -> np.ndarray[Any, Any] | None:
-    """File ids passing the folder and glob filters, or None when there is no filter."""
+    """File ids passing the folder and glob filters, or None when there is no filter.
+
+    ``folder`` is a folder's path, resolved from a name or path by the caller
+    (:func:`semsearch.folders.resolve_folder`); a folder with no indexed files leaves no ids.
+    """
     if folder is None and glob is None:
         return None
     chosen = list(refs.values())
     if folder is not None:
-        chosen = [r for r in chosen if folder in (r.folder_name, r.folder_path)]
-        if not chosen:
-            names = sorted({r.folder_name for r in refs.values()})
-            raise UsageError(
-                f"No indexed folder named {folder!r}. "
-                f"Indexed folders: {', '.join(names) or 'none'}."
-            )
+        chosen = [r for r in chosen if r.folder_path == folder]
     if glob is not None:
         try:
             spec = pathspec.GitIgnoreSpec.from_lines([glob])

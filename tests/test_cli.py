@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from semsearch.cli import main
+from semsearch.config import load_settings
+from semsearch.embedder import HashEmbedder
+from semsearch.index import Index
 from tests.conftest import write_tree
 
 
@@ -44,7 +47,12 @@ def project(tmp_path: Path) -> Path:
         (["search", "q", "--mode", "fuzzy"], 2, "invalid choice: 'fuzzy'"),
         (["index"], 2, "No folders configured"),
         (["search", "anything"], 1, "Run `semsearch index` first"),
-        (["remove", "nothing-here"], 1, "not configured: nothing-here"),
+        (
+            ["remove", "nothing-here"],
+            2,
+            "No folder named 'nothing-here'. No folders are configured",
+        ),
+        (["remove", "/nothing/here"], 2, "No folder at /nothing/here."),
         (["add", "/definitely/not/here"], 1, "not a directory: /definitely/not/here"),
     ],
 )
@@ -166,3 +174,72 @@ def test_configure_process_respects_the_users_settings(monkeypatch: pytest.Monke
     monkeypatch.delenv("OPENBLAS_NUM_THREADS")
     configure_process()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+
+
+@pytest.fixture
+def two_docs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """Two configured, indexed folders both named docs; the working directory holds the first."""
+    first = write_tree(tmp_path / "a" / "docs", {"x.md": "alpha otters\n"})
+    second = write_tree(tmp_path / "b" / "docs", {"y.md": "beta otters\n"})
+    assert run(capsys, "add", str(first), str(second))[0] == 0
+    index = Index(load_settings(os.environ), embedder=HashEmbedder())
+    index.update()
+    index.close()
+    monkeypatch.chdir(tmp_path / "a")
+    return first, second
+
+
+def indexed_files() -> list[tuple[str, int]]:
+    index = Index(load_settings(os.environ))
+    try:
+        return [(str(f.path), f.files) for f in index.folders()]
+    finally:
+        index.close()
+
+
+def test_remove_refuses_an_ambiguous_name_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str], two_docs: tuple[Path, Path]
+) -> None:
+    first, second = two_docs
+    for argv in (
+        ["remove", "docs"],
+        ["remove", "--keep-index", "docs"],
+        ["rm", str(first), "docs"],
+    ):
+        code, out, err = run(capsys, *argv)
+        assert (code, out) == (2, "")
+        assert f"ambiguous: 2 folders have it ({first}, {second}). Pass the folder's path" in err
+    assert run(capsys, "list")[1] == f"docs  {first}\ndocs  {second}\n"
+    assert indexed_files() == [(str(first), 1), (str(second), 1)]
+    code, out, _ = run(capsys, "remove", f"{second}/")
+    assert code == 0
+    assert out.startswith(f"removed   {second}\npurged    1 file from the index\n")
+    assert run(capsys, "list")[1] == f"docs  {first}\n"
+    assert indexed_files() == [(str(first), 1)]
+
+
+def test_remove_of_an_unknown_target_changes_nothing(
+    capsys: pytest.CaptureFixture[str], two_docs: tuple[Path, Path]
+) -> None:
+    first, second = two_docs
+    code, out, err = run(capsys, "remove", str(first), "nope")
+    assert (code, out) == (2, "")
+    assert "No folder named 'nope'. Configured folders: docs, docs." in err
+    assert indexed_files() == [(str(first), 1), (str(second), 1)]
+
+
+def test_search_folder_refuses_an_ambiguous_name(
+    capsys: pytest.CaptureFixture[str], two_docs: tuple[Path, Path]
+) -> None:
+    first, second = two_docs
+    code, out, err = run(capsys, "search", "otters", "--folder", "docs", "--mode", "bm25")
+    assert (code, out) == (2, "")
+    assert f"ambiguous: 2 folders have it ({first}, {second})" in err
+    for folder, expected in ((str(second), "y.md"), ("./docs", "x.md"), ("docs/", "x.md")):
+        code, out, err = run(
+            capsys, "search", "otters", "--folder", folder, "--mode", "bm25", "--json"
+        )
+        assert code == 0, err
+        assert [hit["relPath"] for hit in json.loads(out)] == [expected]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.config import add_roots, load_settings, remove_roots, roots_holding
+from semsearch.config import RootChange, add_roots, load_settings, remove_roots, roots_holding
 from semsearch.errors import ConfigError
 
 
@@ -122,17 +122,22 @@ def test_add_stores_real_paths_once_and_keeps_other_keys(tmp_path: Path) -> None
     assert data == {"defaultTopK": 9, "defaultRoots": ["/legacy", str(tmp_path / "a")]}
 
 
-def test_remove_by_name_path_and_ambiguous_name(tmp_path: Path) -> None:
+def test_remove_takes_resolved_folders_and_compares_real_paths(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     for folder in ("x/src", "y/src", "docs"):
         (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "docs")
     add_roots(config, ["x/src", "y/src", "docs"], tmp_path)
-    change = remove_roots(config, ["src", "docs", "nope"], tmp_path)
-    assert change.changed == (tmp_path / "docs",)
-    assert change.rejected == ("src", "nope")
-    change = remove_roots(config, [str(tmp_path / "y/src")], tmp_path)
+    change = remove_roots(config, [tmp_path / "link", tmp_path / "nope"])
+    src = (tmp_path / "x" / "src", tmp_path / "y" / "src")
+    assert change == RootChange((tmp_path / "docs",), (tmp_path / "nope",), (), src)
+    assert json.loads(config.read_text())["defaultRoots"] == [str(path) for path in src]
+    change = remove_roots(config, [tmp_path / "y/src"])
     assert change.changed == (tmp_path / "y" / "src",)
     assert json.loads(config.read_text())["defaultRoots"] == [str(tmp_path / "x" / "src")]
+    before = config.read_text()
+    assert remove_roots(config, [tmp_path / "y/src"]).changed == ()
+    assert config.read_text() == before
 
 
 def test_roots_holding_compares_real_paths_innermost_first(tmp_path: Path) -> None:

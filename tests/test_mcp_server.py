@@ -473,6 +473,31 @@ def test_a_folder_added_by_the_cli_shows_in_list_folders(
     assert names == ["shop"]
 
 
+def test_a_name_shared_by_two_folders_is_refused_by_every_tool(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any], cli: Any
+) -> None:
+    first = write_tree(world["base"] / "one" / "docs", {"a.md": "quagga ambiguity one\n"})
+    second = write_tree(world["base"] / "two" / "docs", {"b.md": "quagga ambiguity two\n"})
+    assert cli("add", str(first), str(second)) == 0
+    try:
+        for tool, args in [
+            ("search", {"query": "quagga", "folder": "docs"}),
+            ("gather", {"query": "quagga", "folder": "docs"}),
+            ("grep", {"pattern": "quagga", "folder": "docs"}),
+            ("index", {"root": "docs"}),
+        ]:
+            message = error(client.call(tool, args))
+            assert f"'docs' is ambiguous: 2 folders have it ({first}, {second})" in message, tool
+            assert "Pass the folder's path instead" in message
+        found = ok(client.call("grep", {"pattern": "quagga", "folder": f"{second}/"}))
+        assert found == "docs  ·  b.md:1  quagga ambiguity two"
+        assert not any(
+            f["files"] for f in json.loads(ok(client.call("list_folders")))["folders"][1:]
+        )
+    finally:
+        assert cli("remove", str(first), str(second)) == 0
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "message"),
     [
@@ -482,12 +507,25 @@ def test_a_folder_added_by_the_cli_shows_in_list_folders(
         ("search", {"query": "x", "k": True}, "not true/false"),
         ("search", {}, "query"),
         ("search", {"query": "  "}, "The query is empty"),
-        ("search", {"query": "x", "folder": "nope"}, "No indexed folder named 'nope'"),
+        (
+            "search",
+            {"query": "x", "folder": "nope"},
+            "No folder named 'nope'. Configured folders: shop.",
+        ),
         ("gather", {"query": "x", "contextLines": -1}, "must be between 0 and 100"),
         ("cat_file", {"filePath": "/x", "startLine": 5, "endLine": 3}, "startLine (5) is after"),
         ("cat_file", {"filePath": "/x", "startLine": 0}, "must be at least 1"),
         ("cat_file", {"filePath": "relative.md"}, "not an absolute path"),
-        ("grep", {"pattern": "x", "folder": "nope"}, "No configured folder named 'nope'"),
+        (
+            "grep",
+            {"pattern": "x", "folder": "nope"},
+            "No folder named 'nope'. Configured folders: shop.",
+        ),
+        (
+            "grep",
+            {"pattern": "x", "folder": "/nope"},
+            "No folder at /nope. Configured folders: shop.",
+        ),
         ("grep", {"pattern": "(", "regex": True}, "Invalid regular expression"),
         ("grep", {"pattern": ""}, "The pattern is empty"),
         ("grep", {"pattern": "x", "maxResults": 501}, "must be between 1 and 500"),

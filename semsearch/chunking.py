@@ -60,13 +60,17 @@ class TokenSpans(Protocol):
         ...
 
 
+MODEL_WINDOW = 256  # all-MiniLM-L6-v2's position embeddings: tokens per model input
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] wrap every model input
+
+
 @dataclass(frozen=True)
 class ChunkSettings:
     """Chunk sizes in model tokens, not counting the [CLS]/[SEP] special tokens."""
 
     target_tokens: int = 200
     overlap_tokens: int = 35
-    hard_token_limit: int = 254  # model window 256 minus [CLS]/[SEP]
+    hard_token_limit: int = MODEL_WINDOW - SPECIAL_TOKENS
 
     def __post_init__(self) -> None:
         if not 1 <= self.target_tokens <= self.hard_token_limit:

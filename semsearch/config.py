@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from semsearch.chunking import ChunkSettings
 from semsearch.errors import ConfigError
+from semsearch.ranking import RRF_K
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "index.db"
@@ -29,7 +31,10 @@ LANCEDB_MISSING = (
 )
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")  # search modes (ranking arms)
-MODEL_WINDOW = 256
+DEFAULT_CHUNKS = ChunkSettings()
+DEFAULT_TOP_K = 5  # results per search
+DEFAULT_MAX_FILE_SIZE = 500_000  # bytes: larger text files are skipped, extracted text is capped
+DEFAULT_IGNORE_FILE = ".indexignore"
 
 
 @dataclass(frozen=True)
@@ -40,16 +45,16 @@ class Settings:
     config_exists: bool
     index_path: Path
     roots: tuple[Path, ...] = ()
-    target_tokens: int = 200
-    overlap_tokens: int = 35
-    hard_token_limit: int = 254
-    top_k: int = 5
+    target_tokens: int = DEFAULT_CHUNKS.target_tokens
+    overlap_tokens: int = DEFAULT_CHUNKS.overlap_tokens
+    hard_token_limit: int = DEFAULT_CHUNKS.hard_token_limit
+    top_k: int = DEFAULT_TOP_K
     hybrid: bool = True
-    rrf_k: int = 20
-    max_file_size: int = 500_000
+    rrf_k: int = RRF_K
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
     binary_extensions: frozenset[str] | None = None
     ignore_patterns: tuple[str, ...] | None = None
-    ignore_file: str = ".indexignore"
+    ignore_file: str = DEFAULT_IGNORE_FILE
     model_dir: Path | None = None
     store_backend: str = "sqlite"
 
@@ -156,12 +161,17 @@ def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
 
 def _chunk_settings(path: Path, data: Mapping[str, Any]) -> dict[str, int]:
     chunk = _expect(path, "chunk", data.get("chunk", {}), dict, "an object")
-    hard = _positive_int(
-        path, "chunk.hardTokenLimit", chunk.get("hardTokenLimit", 254), 16, MODEL_WINDOW - 2
+    most = DEFAULT_CHUNKS.hard_token_limit  # the model window less [CLS] and [SEP]
+    hard = _positive_int(path, "chunk.hardTokenLimit", chunk.get("hardTokenLimit", most), 16, most)
+    target = _positive_int(
+        path, "chunk.targetTokens", chunk.get("targetTokens", DEFAULT_CHUNKS.target_tokens), 8, hard
     )
-    target = _positive_int(path, "chunk.targetTokens", chunk.get("targetTokens", 200), 8, hard)
     overlap = _positive_int(
-        path, "chunk.overlapTokens", chunk.get("overlapTokens", 35), 0, target - 1
+        path,
+        "chunk.overlapTokens",
+        chunk.get("overlapTokens", DEFAULT_CHUNKS.overlap_tokens),
+        0,
+        target - 1,
     )
     return {"target_tokens": target, "overlap_tokens": overlap, "hard_token_limit": hard}
 

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 import numpy as np
 from tokenizers import Tokenizer
 
+from semsearch.chunking import MODEL_WINDOW
 from semsearch.errors import ModelError
 
-MODEL_WINDOW = 256
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 # Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pathspec
 
+from semsearch.config import DEFAULT_IGNORE_FILE, DEFAULT_MAX_FILE_SIZE
 from semsearch.filetype import BINARY_EXTENSIONS, extension_of, is_document
 
 DEFAULT_IGNORE_PATTERNS: tuple[str, ...] = (
@@ -57,9 +58,9 @@ class IgnoreSettings:
 
     binary_extensions: frozenset[str] = BINARY_EXTENSIONS
     default_ignore_patterns: tuple[str, ...] = DEFAULT_IGNORE_PATTERNS
-    ignore_file: str = ".indexignore"
+    ignore_file: str = DEFAULT_IGNORE_FILE
     global_ignore_file: Path | None = None
-    max_file_size: int = 500_000
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
     max_document_size: int = 50_000_000
 
 

@@ -19,6 +19,7 @@ from typing import Literal
 
 from semsearch.access import read_file_bytes
 from semsearch.chunking import ChunkSettings, chunk_text
+from semsearch.config import DEFAULT_MAX_FILE_SIZE
 from semsearch.embedder import Embedder
 from semsearch.errors import ExtractError
 from semsearch.extract import Extracted, extract, page_at
@@ -98,7 +99,7 @@ class IndexerSettings:
 
     ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
-    max_text_size: int = 500_000
+    max_text_size: int = DEFAULT_MAX_FILE_SIZE
 
 
 class Indexer:

@@ -44,7 +44,7 @@ from semsearch.config import Settings, load_settings
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import SemsearchError
 from semsearch.folders import holding_folder, select_folders
-from semsearch.grep import GrepOptions, GrepResult
+from semsearch.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
 from semsearch.indexer import FileEvent
@@ -74,7 +74,6 @@ from semsearch.search import Hit
 
 logger = logging.getLogger("semsearch.mcp")
 
-GREP_TIMEOUT = 10.0
 INDEX_LOCK_WAIT = 10.0
 PROGRESS_INTERVAL = 0.25
 
@@ -263,7 +262,7 @@ class Tools:
         options = GrepOptions(
             pattern, bool(regex), bool(caseSensitive), fileGlob or None, maxResults or 50
         )
-        result = grep_files(roots, options, ignore_settings(settings), timeout=GREP_TIMEOUT)
+        result = grep_files(roots, options, ignore_settings(settings), timeout=DEFAULT_TIMEOUT)
         return _grep_report(result, options)
 
     async def index(
@@ -354,7 +353,7 @@ def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:
     if result.timed_out:
         found = "\n\nMatches found before it stopped:\n" + "\n".join(lines) if lines else ""
         return _text(
-            f"grep stopped after its {GREP_TIMEOUT:.0f} s time budget. A regular expression "
+            f"grep stopped after its {DEFAULT_TIMEOUT:.0f} s time budget. A regular expression "
             "with nested repetition such as (a+)+ can take exponential time: simplify the "
             "pattern, or narrow the search with folder or fileGlob." + found,
             is_error=True,

@@ -24,6 +24,7 @@ from semsearch.filetype import is_document
 from semsearch.search import Hit
 
 TEXT_CAP_BYTES = 256 * 1024
+TEXT_CAP = f"{TEXT_CAP_BYTES // 1024} KiB"  # how messages name the cap
 """At most this many bytes of UTF-8 text per gather block or :func:`read_lines` call."""
 
 
@@ -154,10 +155,10 @@ def join_capped(sections: Sequence[str]) -> str:
         size += len(section.encode()) + 2
         if size > TEXT_CAP_BYTES:
             if not shown:
-                shown.append(cut_bytes(section, TEXT_CAP_BYTES) + "\n…[cut at 256 KiB]")
+                shown.append(cut_bytes(section, TEXT_CAP_BYTES) + f"\n…[cut at {TEXT_CAP}]")
             shown.append(
-                f"({len(shown)} of {len(sections)} results shown: the block is capped at 256 KiB."
-                " Lower k or contextLines.)"
+                f"({len(shown)} of {len(sections)} results shown: the block is capped at "
+                f"{TEXT_CAP}. Lower k or contextLines.)"
             )
             break
         shown.append(section)
@@ -221,12 +222,12 @@ def take_lines(lines: Sequence[str], first: int, last: int) -> tuple[str, int, s
         return (
             cut_bytes(lines[first - 1], TEXT_CAP_BYTES),
             first,
-            f"[line {first} is longer than 256 KiB and was cut. "
+            f"[line {first} is longer than {TEXT_CAP} and was cut. "
             f"Continue with startLine={first + 1}.]",
         )
     return (
         "\n".join(lines[first - 1 : shown]),
         shown,
-        f"[cat_file returns at most 256 KiB per call: lines {first}–{shown} shown. "
+        f"[cat_file returns at most {TEXT_CAP} per call: lines {first}–{shown} shown. "
         f"Ask for the rest with startLine={shown + 1}.]",
     )

@@ -11,14 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch import lance_store
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.errors import ConfigError, StoreError
 from semsearch.index import Index
-from semsearch.lance_store import LanceStore
 from semsearch.lexical import LexicalQuery
-from semsearch.store import ChunkRecord, FileWrite
+from semsearch.store import ChunkRecord, FileWrite, lance
+from semsearch.store.lance import LanceStore
 from tests.conftest import write_tree
 
 
@@ -102,7 +101,7 @@ def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -
 def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lance_store, "ANN_MIN_ROWS", 400)
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 400)
     store = LanceStore(settings.store_path, create=True)
     store.set_model("m", 16)
     folder = store.ensure_folder("/srv/a", "a")
@@ -142,7 +141,7 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
 def test_search_uses_the_ann_index_through_the_same_code(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lance_store, "ANN_MIN_ROWS", 300)
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 300)
     files = {f"d{i % 7}/n{i}.md": f"note {i} " + "filler words " * 60 for i in range(300)}
     files["d1/otters.md"] = "# Otters\n\nSea otters hold hands while they sleep.\n"
     root = write_tree(tmp_path / "notes", files)
@@ -156,7 +155,7 @@ def test_search_uses_the_ann_index_through_the_same_code(
 
 READER = """
 import sys
-from semsearch.lance_store import LanceStore
+from semsearch.store.lance import LanceStore
 from semsearch.lexical import LexicalQuery
 store = LanceStore(__import__("pathlib").Path(sys.argv[1]))
 print(len(store.lexical(LexicalQuery(("walrus",)), 10, None)), flush=True)
@@ -219,7 +218,7 @@ def test_terms_are_recomputed_when_their_rules_change(settings: Settings) -> Non
     store._put_meta({"terms_version": "0"})
     assert store.lexical(LexicalQuery(("header line",)), 10, None) == []
     reopened = LanceStore(settings.store_path, create=True)  # a writer opens it
-    assert reopened.meta("terms_version") == lance_store.TERMS_VERSION
+    assert reopened.meta("terms_version") == lance.TERMS_VERSION
     assert len(reopened.lexical(LexicalQuery(("header line",)), 10, None)) == 1
     assert len(reopened.lexical(LexicalQuery(("parseHeaderLine",), ("defines",)), 10, None)) == 1
 
@@ -260,7 +259,7 @@ def test_generation_never_repeats_when_the_chunks_table_is_recreated(settings: S
 def test_a_broken_lancedb_install_is_the_same_clear_error() -> None:
     code = (
         "import sys; sys.modules['lancedb'] = None\n"
-        "try:\n    import semsearch.lance_store\n"
+        "try:\n    import semsearch.store.lance\n"
         "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -277,13 +276,13 @@ def test_reads_retry_once_after_a_clean_up_race() -> None:
             raise OSError("version 7 was cleaned up")
         return "rows"
 
-    assert lance_store._retry(flaky) == "rows" and len(calls) == 2
+    assert lance._retry(flaky) == "rows" and len(calls) == 2
 
     def broken() -> str:
         raise OSError("still failing")
 
     with pytest.raises(OSError, match="still failing"):
-        lance_store._retry(broken)
+        lance._retry(broken)
 
 
 def test_new_files_without_chunks_do_not_touch_the_chunks_table(settings: Settings) -> None:

@@ -14,16 +14,8 @@ import pytest
 
 from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
 from semsearch.lexical import COLUMNS, LexicalQuery
-from semsearch.store import (
-    SCHEMA_VERSION,
-    TABLES_SQL,
-    ChunkRecord,
-    FileWrite,
-    SqliteStore,
-    Store,
-    open_store,
-    write_lock,
-)
+from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_lock
+from semsearch.store.sqlite import SCHEMA_VERSION, TABLES_SQL, SqliteStore
 from tests.conftest import BACKENDS
 
 

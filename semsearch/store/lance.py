@@ -11,7 +11,7 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
            text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised)
 
-The columns mean what they mean in the SQLite store (see ``semsearch.store``); ``terms`` and
+The columns mean what they mean in the SQLite store (see ``semsearch.store.sqlite``); ``terms`` and
 ``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
 English stemming, no stop-word removal) cover ``text``, ``terms`` and ``defines``.
 
@@ -43,7 +43,7 @@ import numpy as np
 from semsearch.config import LANCEDB_MISSING
 from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
 from semsearch.lexical import TERMS_VERSION, LexicalQuery, chunk_terms, definitions
-from semsearch.store import (
+from semsearch.store.sqlite import (
     ChunkRow,
     FileRef,
     FileState,

@@ -597,7 +597,7 @@ def write_lock(index_path: Path, wait_seconds: float) -> Iterator[None]:
 def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
     """The store of a backend (``sqlite`` or ``lancedb``) at ``path``."""
     if backend == "lancedb":
-        from semsearch.lance_store import LanceStore  # optional extra: loaded only when chosen
+        from semsearch.store.lance import LanceStore  # optional extra: loaded only when chosen
 
         return LanceStore(path, create=create)
     return SqliteStore(path, create=create)

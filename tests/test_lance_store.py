@@ -18,6 +18,7 @@ from semsearch.index import Index
 from semsearch.lexical import LexicalQuery
 from semsearch.store import ChunkRecord, FileWrite, lance
 from semsearch.store.lance import LanceStore
+from semsearch.store.lance_tables import retry
 from tests.conftest import write_tree
 
 
@@ -276,13 +277,13 @@ def test_reads_retry_once_after_a_clean_up_race() -> None:
             raise OSError("version 7 was cleaned up")
         return "rows"
 
-    assert lance._retry(flaky) == "rows" and len(calls) == 2
+    assert retry(flaky) == "rows" and len(calls) == 2
 
     def broken() -> str:
         raise OSError("still failing")
 
     with pytest.raises(OSError, match="still failing"):
-        lance._retry(broken)
+        retry(broken)
 
 
 def test_new_files_without_chunks_do_not_touch_the_chunks_table(settings: Settings) -> None:

@@ -15,7 +15,8 @@ import pytest
 from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
 from semsearch.lexical import COLUMNS, LexicalQuery
 from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_lock
-from semsearch.store.sqlite import SCHEMA_VERSION, TABLES_SQL, SqliteStore
+from semsearch.store.sqlite import SqliteStore
+from semsearch.store.sqlite_schema import SCHEMA_VERSION, TABLES_SQL
 from tests.conftest import BACKENDS
 
 

@@ -32,7 +32,7 @@ from semsearch.files import (
     list_files,
 )
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
-from semsearch.search import Hit, SearchOptions, VectorCache, search
+from semsearch.search import Hit, SearchOptions, search
 from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
 
 
@@ -132,8 +132,7 @@ class Index:
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self._embedder = embedder
-        self._store: Store | None = None
-        self._cache = VectorCache()
+        self._store: Store | None = None  # kept open: it holds the vectors between searches
 
     @property
     def embedder(self) -> Embedder:
@@ -220,7 +219,7 @@ class Index:
             mode=mode or self.settings.default_mode,
             rrf_k=self.settings.rrf_k,
         )
-        return search(self._open(), self.embedder, self._cache, query, options)
+        return search(self._open(), self.embedder, query, options)
 
     def folders(self) -> list[Folder]:
         """Folders in the index with their counts ([] when there is no index yet)."""

@@ -88,7 +88,7 @@ def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -
     store.set_model("m", 16)
     folder = store.ensure_folder("/srv/a", "a")
     store.write_files(random_writes(folder, 2, 3, seed=1))
-    lost = store.file_refs()[0]
+    lost = next(iter(store.file_refs().values()))
     # What a run killed between the chunks commit and the files commit leaves behind.
     store._files.delete(f"id = {lost.id}")
     found = store.chunks([int(i) for i in store.chunk_ids()])
@@ -109,6 +109,11 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
     store.write_files(random_writes(folder, 30, 10, seed=1))
     store.maintain()
     assert not store.has_ann()  # 300 chunks: exact search
+    ids, _, matrix = store.vectors(0)
+    query = matrix[7]
+    exact = ids[np.argsort(-(matrix @ query))[:10]].tolist()
+    assert [cid for cid, _ in store.nearest(query, 10, None)] == exact
+    assert len(store._exact.ids) == 300  # answered from the matrix in memory
     store.write_files(random_writes(folder, 20, 10, seed=2))
     store.maintain()
     assert store.has_ann() and store.meta("ann_rows") == "500"
@@ -119,15 +124,16 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
         query = matrix[rng.integers(len(matrix))] + 0.3 * rng.standard_normal(16)
         query = (query / np.linalg.norm(query)).astype(np.float32)
         exact = set(ids[np.argsort(-(matrix @ query))[:10]].tolist())
-        found = store.ann_search(query, 10, None)
+        found = store.nearest(query, 10, None)
         assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
         cosines = {int(i): float(v @ query) for i, v in zip(ids, matrix, strict=True)}
         assert all(abs(score - cosines[cid]) < 1e-4 for cid, score in found)
         recalls.append(len(exact & {cid for cid, _ in found}) / 10)
     assert np.mean(recalls) >= 0.9
+    assert not len(store._exact.ids)  # the index answered: the matrix was let go
     file_of = dict(zip(ids.tolist(), file_ids.tolist(), strict=True))
     chosen = int(file_ids[123])
-    within = store.ann_search(matrix[0], 5, np.array([chosen]))
+    within = store.nearest(matrix[0], 5, [chosen])
     assert len(within) == 5 and {file_of[cid] for cid, _ in within} == {chosen}
     exact = {int(i): float(v @ matrix[0]) for i, v in zip(ids, matrix, strict=True)}
     assert all(abs(score - exact[cid]) < 1e-4 for cid, score in within)
@@ -149,7 +155,9 @@ def test_search_uses_the_ann_index_through_the_same_code(
     index = Index(settings, embedder=HashEmbedder())
     index.update([root])
     assert index.search("otters hold hands", k=1)[0].rel == "d1/otters.md"
-    assert index._cache.ann  # the vector arm was answered by LanceDB's index
+    store = index._store
+    assert isinstance(store, LanceStore) and store.has_ann()
+    assert not len(store._exact.ids)  # the vector arm was answered by LanceDB's index
     assert index.search("otters hold hands", k=1, glob="d1/**")[0].rel == "d1/otters.md"
     assert index.search("otters hold hands", k=3, glob="d2/**")[0].rel.startswith("d2/")
 

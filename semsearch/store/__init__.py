@@ -2,7 +2,8 @@
 
 ``open_store`` picks the backend; lancedb and pyarrow are imported only when LanceDB is chosen.
 The modules: ``base`` (the protocol and its records), ``sqlite`` (the default single-file index
-and its on-disk format), ``lance`` (the LanceDB folder) and ``lock`` (the writer lock).
+and its on-disk format), ``lance`` (the LanceDB folder), ``exact`` (in-memory exact vector
+search, used by both) and ``lock`` (the writer lock).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The columns mean what they mean in the SQLite store (see ``semsearch.store.sqlit
 ``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
 English stemming, no stop-word removal) cover ``text``, ``terms`` and ``defines``.
 
-Vector search is exact (the caller's in-memory numpy product) below ``ANN_MIN_ROWS`` chunks; at
+Vector search is exact (``semsearch.store.exact``, in memory) below ``ANN_MIN_ROWS`` chunks; at
 that size an IVF-HNSW-SQ index with cosine distance is built, and it is retrained whenever the
 table has doubled since. ``maintain`` (after every index run and folder removal) brings the
 full-text and vector indexes up to date, compacts the tables and deletes old versions.
@@ -52,6 +52,7 @@ from semsearch.store.base import (
     IdArray,
     model_mismatch_message,
 )
+from semsearch.store.exact import ExactVectors
 
 try:  # the sibling modules import lancedb and pyarrow too
     import lancedb
@@ -108,6 +109,8 @@ class LanceStore:
         self._file_cache = TableRows(self._files)
         self._folder_cache = TableRows(self._folders)
         self._ann: tuple[int, bool] = (-1, False)
+        self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
+        self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         self._check_version(create)
 
@@ -260,20 +263,23 @@ class LanceStore:
             if row["folder_id"] == folder_id
         }
 
-    def file_refs(self) -> list[FileRef]:
-        """Every file that has chunks, with its folder."""
-        folders = self._folder_rows()
-        return [
-            FileRef(
-                row["id"],
-                row["folder_id"],
-                folders[row["folder_id"]]["name"],
-                folders[row["folder_id"]]["path"],
-                row["rel"],
-            )
-            for row in self._file_rows().values()
-            if row["status"] == "ok" and row["folder_id"] in folders
-        ]
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference for every file that has chunks; rebuilt when a table changed."""
+        files, folders = self._file_rows(), self._folder_rows()
+        if self._refs[0] is not files or self._refs[1] is not folders:  # a table was re-read
+            refs = {
+                row["id"]: FileRef(
+                    row["id"],
+                    row["folder_id"],
+                    folders[row["folder_id"]]["name"],
+                    folders[row["folder_id"]]["path"],
+                    row["rel"],
+                )
+                for row in files.values()
+                if row["status"] == "ok" and row["folder_id"] in folders
+            }
+            self._refs = (files, folders, refs)
+        return self._refs[2]
 
     def write_files(self, writes: Sequence[FileWrite]) -> None:
         """Replace several files: their chunks in one commit, then their rows in another."""
@@ -391,10 +397,21 @@ class LanceStore:
             self._ann = (chunks.version, found)
         return self._ann[1]
 
-    def ann_search(
-        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    def preload(self) -> None:
+        """Below the ANN threshold, read the vectors into memory unless they are there."""
+        if not self._exact.is_loaded and not self.has_ann():
+            self._exact.refresh()
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine) of the approximate nearest chunks, best first."""
+        """(chunk id, cosine) of the ``pool`` nearest chunks, best first.
+
+        Exact in memory below the ANN threshold; from the vector index once it is built.
+        """
+        if not self.has_ann():
+            return self._exact.nearest(query, pool, file_ids)
+        self._exact.clear()  # the index answers from now on: free the matrix
         return ann_nearest(self._chunk_table(), query, pool, file_ids)
 
     def lexical(

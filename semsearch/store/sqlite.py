@@ -54,6 +54,7 @@ from semsearch.store.base import (
     IdArray,
     model_mismatch_message,
 )
+from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite_schema import (
     FTS_SQL,
     MIGRATIONS,
@@ -80,6 +81,8 @@ class SqliteStore:
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+        self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
+        self._reader: _VectorReader | None = None  # opened by the first vector search
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -134,14 +137,9 @@ class SqliteStore:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_meta(self, key: str, value: str) -> None:
-        """Set one meta value."""
-        with self._write():
-            self._set_meta(key, value)
-
     def generation(self) -> int:
         """Counter bumped by every committed write; readers compare it to refresh caches."""
-        return int(self.meta("generation") or 0)
+        return _generation(self._conn)
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""
@@ -191,13 +189,16 @@ class SqliteStore:
         )
         return {row[1]: FileState(*row) for row in rows}
 
-    def file_refs(self) -> list[FileRef]:
-        """Every file that has chunks, with its folder."""
-        rows = self._conn.execute(
-            "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
-            " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
-        )
-        return [FileRef(*row) for row in rows]
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference for every file that has chunks; read again after a write."""
+        generation = self.generation()
+        if self._refs[0] != generation:
+            rows = self._conn.execute(
+                "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
+                " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
+            )
+            self._refs = (generation, {row[0]: FileRef(*row) for row in rows})
+        return self._refs[1]
 
     def write_files(self, writes: Sequence[FileWrite]) -> None:
         """Replace the rows and chunks of several files in one transaction."""
@@ -292,29 +293,28 @@ class SqliteStore:
 
     def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""
-        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return _chunk_ids(self._conn)
 
     def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        rows = self._conn.execute(
-            "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
-        ).fetchall()
-        dim = len(rows[0][2]) // 4 if rows else int(self.meta("dim") or 0)
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
-        return ids, file_ids, matrix.astype(np.float32, copy=False)
+        return _vectors(self._conn, min_id)
 
-    def has_ann(self) -> bool:
-        """Always False: searches run exactly over the vectors held in memory."""
-        return False
+    def preload(self) -> None:
+        """Read the vectors into memory unless they are there (``nearest`` reads any change)."""
+        exact = self._vector_reader().exact
+        if not exact.is_loaded:
+            exact.refresh()
 
-    def ann_search(
-        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """Not available: the SQLite store has no ANN index (see ``has_ann``)."""
-        raise NotImplementedError("the SQLite store has no ANN index")
+        """(chunk id, cosine) of the ``pool`` nearest chunks, best first: exact, in memory."""
+        return self._vector_reader().exact.nearest(query, pool, file_ids)
+
+    def _vector_reader(self) -> _VectorReader:
+        if self._reader is None:
+            self._reader = _VectorReader(self.path)
+        return self._reader
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
@@ -362,8 +362,64 @@ class SqliteStore:
         return sum(p.stat().st_size for p in files if p.suffix != ".lock")
 
     def close(self) -> None:
+        """Close the connections."""
+        self._conn.close()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+class _VectorReader:
+    """The vectors in memory, read through a connection of their own.
+
+    Search runs the lexical arm on the store's connection in a worker thread while the vector
+    arm runs, and a connection is never used by two threads at once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._conn = connect(path)
+        self.exact = ExactVectors(self)
+
+    def generation(self) -> int:
+        """The store's write counter."""
+        return _generation(self._conn)
+
+    def chunk_ids(self) -> IdArray:
+        """All chunk ids, ascending."""
+        return _chunk_ids(self._conn)
+
+    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        return _vectors(self._conn, min_id)
+
+    def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+def _generation(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _chunk_ids(conn: sqlite3.Connection) -> IdArray:
+    rows = conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
+def _vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+    rows = conn.execute(
+        "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
+    ).fetchall()
+    if rows:
+        dim = len(rows[0][2]) // 4
+    else:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        dim = 0 if row is None else int(row[0])
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
+    return ids, file_ids, matrix.astype(np.float32, copy=False)
 
 
 def _delete_files(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:

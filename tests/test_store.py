@@ -5,6 +5,8 @@ Tests taking the ``store`` fixture run against both backends; the rest are about
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sqlite3
 import struct
 import subprocess
@@ -15,7 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
+from semsearch.config import load_settings
+from semsearch.errors import (
+    ConfigError,
+    IndexMissingError,
+    LockedError,
+    ModelMismatchError,
+    StoreError,
+)
 from semsearch.lexical import COLUMNS, LexicalQuery
 from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_lock
 from semsearch.store.exact import ExactVectors
@@ -254,6 +263,29 @@ def test_index_from_a_newer_semsearch_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="Upgrade semsearch"):
         SqliteStore(path)
+
+
+def test_selecting_lancedb_without_the_extra_says_what_to_install(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "lancedb" else real(name, *a)
+    )
+    monkeypatch.setenv("SS_STORE_BACKEND", "lancedb")
+    with pytest.raises(ConfigError, match=r'pip install "semsearch\[lancedb\]"'):
+        load_settings(os.environ)
+
+
+def test_a_broken_lancedb_install_is_the_same_clear_error() -> None:
+    code = (
+        "import sys; sys.modules['lancedb'] = None\n"
+        "try:\n    import semsearch.store.lance\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("ConfigError")
+    assert 'pip install "semsearch[lancedb]"' in out.stdout
 
 
 def test_the_store_package_loads_no_lancedb_until_it_is_chosen() -> None:

@@ -108,6 +108,12 @@ class Store(Protocol):
 
     path: Path  # where the index lives, for messages
 
+    def generation(self) -> int:
+        """A number that changes with every committed write, by any process, and never repeats.
+
+        Callers keep what they read from the store with it and read again when it changed.
+        """
+
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with; None before any."""
 

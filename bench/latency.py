@@ -49,7 +49,7 @@ from semsearch.config import BACKENDS, load_settings
 from semsearch.embedder import OnnxEmbedder, load_tokenizer
 from semsearch.index import Index
 from semsearch.search import POOL_MIN
-from semsearch.store import ChunkRecord, FileWrite, Store, open_store
+from semsearch.store import ChunkRecord, FileWrite, open_store
 
 CHUNKS_PER_FILE = 10
 WORDS_PER_CHUNK = 150
@@ -146,7 +146,11 @@ def build(backend: str, path: Path, chunks: int, model_id: str) -> dict[str, flo
 
 def recall(backend: str, path: Path, chunks: int) -> dict[str, float] | None:
     """Recall@10 and latency of the ANN vector arm against exact search (None without ANN)."""
-    store: Store = open_store(backend, path)
+    if backend != "lancedb":
+        return None
+    from semsearch.store.lance import LanceStore  # optional extra: loaded only when chosen
+
+    store = LanceStore(path)
     try:
         if not store.has_ann():
             return None
@@ -156,7 +160,7 @@ def recall(backend: str, path: Path, chunks: int) -> dict[str, float] | None:
         for query in queries:
             exact = ids[np.argpartition(-(matrix @ query), 10)[:10]]
             started = time.perf_counter()
-            nearest = store.ann_search(query, POOL_MIN, None)
+            nearest = store.nearest(query, POOL_MIN, None)
             times.append(time.perf_counter() - started)
             found.append(len(set(exact.tolist()) & {cid for cid, _ in nearest[:10]}) / 10)
     finally:

@@ -105,7 +105,7 @@ def run_child(corpus: Path, work: Path) -> dict[str, Any]:
 def stored_chunks(index_path: Path) -> tuple[list[str], int]:
     """Every chunk text in the index, through the store's API, and the index's bytes on disk
     (measured once the store is closed, so no WAL/SHM files of the reader are counted)."""
-    from semsearch.store import SqliteStore
+    from semsearch.store.sqlite import SqliteStore
 
     store = SqliteStore(index_path)
     try:

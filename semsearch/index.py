@@ -29,7 +29,7 @@ from semsearch.folders import FolderInfo, resolve_folder
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.listing import Listing, list_files
-from semsearch.search import Hit, SearchOptions, VectorCache, search
+from semsearch.search import Hit, SearchOptions, search
 from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
 
 
@@ -130,8 +130,7 @@ class Index:
         self.settings = settings
         self._embedder = embedder
         self._indexed: tuple[int, list[Folder]] = (-1, [])  # (generation, folders) read last
-        self._store: Store | None = None
-        self._cache = VectorCache()
+        self._store: Store | None = None  # kept open: it holds the vectors between searches
 
     @property
     def embedder(self) -> Embedder:
@@ -225,7 +224,7 @@ class Index:
             mode=mode or self.settings.default_mode,
             rrf_k=self.settings.rrf_k,
         )
-        return search(self._open(), self.embedder, self._cache, query, options)
+        return search(self._open(), self.embedder, query, options)
 
     def folders(self) -> list[FolderInfo]:
         """The configured folders in config order, then those only in the index; with counts."""

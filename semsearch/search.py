@@ -1,4 +1,4 @@
-"""Hybrid retrieval: a numpy cosine arm and an FTS5 BM25 arm fused by Reciprocal Rank Fusion.
+"""Hybrid retrieval: the store's cosine and BM25 arms fused by Reciprocal Rank Fusion.
 
 Scores: in ``hybrid`` and ``bm25`` modes a hit's score is its RRF sum divided by the best sum
 possible (a chunk ranked first by every arm scores 1.0), so scores are on one scale whichever
@@ -15,7 +15,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pathspec
 
 from semsearch.config import MODES, Mode
@@ -27,7 +26,8 @@ from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
 CANDIDATES = 60  # fused candidates that priors may reorder
 # One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
-# two threads at once (the caller waits for the result before touching the store again).
+# two threads at once (the caller waits for the result before touching the store again; the
+# store's vector arm, which runs meanwhile, reads through a connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
 POOL_MIN = 100  # each arm ranks at least this many chunks (5k when k is larger)
 DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first
@@ -80,73 +80,6 @@ class SearchOptions:
     rrf_k: int = 20
 
 
-class VectorCache:
-    """The index's vectors in memory, refreshed incrementally when the index changes.
-
-    A store with an ANN index (LanceDB past its threshold) answers the vector arm itself; the
-    cache then holds only the file references.
-    """
-
-    def __init__(self) -> None:
-        self.generation = -1
-        self.ann = False
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.file_ids = np.zeros(0, dtype=np.int64)
-        self.matrix = np.zeros((0, 0), dtype=np.float32)
-        self.refs: dict[int, FileRef] = {}
-
-    def refresh(self, store: Store) -> None:
-        """Reload only what changed since the last refresh (chunk ids are never reused)."""
-        generation = store.generation()
-        if generation == self.generation:
-            return
-        self.ann = store.has_ann()
-        if self.ann:
-            self.ids = np.zeros(0, dtype=np.int64)
-            self.file_ids = np.zeros(0, dtype=np.int64)
-            self.matrix = np.zeros((0, 0), dtype=np.float32)
-        else:
-            self._load(store)
-        self.refs = {ref.id: ref for ref in store.file_refs()}
-        self.generation = generation
-
-    def _load(self, store: Store) -> None:
-        keep = np.isin(self.ids, store.chunk_ids(), assume_unique=True) if len(self.ids) else None
-        if keep is not None and keep.any():
-            ids, file_ids, matrix = store.vectors(int(self.ids[-1]))
-            self.ids = np.concatenate([self.ids[keep], ids])
-            self.file_ids = np.concatenate([self.file_ids[keep], file_ids])
-            self.matrix = np.ascontiguousarray(np.concatenate([self.matrix[keep], matrix]))
-        else:  # first load, or nothing left to keep: one read of everything
-            self.ids, self.file_ids, self.matrix = store.vectors(0)
-
-    @property
-    def empty(self) -> bool:
-        """True when there is nothing for the vector arm to search."""
-        return not self.refs if self.ann else not len(self.ids)
-
-    def top(
-        self,
-        store: Store,
-        query: np.ndarray[Any, Any],
-        pool: int,
-        allowed: np.ndarray[Any, Any] | None,
-    ) -> list[tuple[int, float]]:
-        """(chunk id, cosine) of the ``pool`` nearest vectors among allowed files, best first."""
-        if self.ann:
-            return store.ann_search(query, pool, allowed)
-        if not len(self.ids):
-            return []
-        scores = self.matrix @ query.astype(np.float32)
-        if allowed is not None:
-            scores = np.where(np.isin(self.file_ids, allowed), scores, -np.inf)
-        pool = min(pool, len(scores))
-        best = np.argpartition(-scores, pool - 1)[:pool]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        best = best[np.isfinite(scores[best])]
-        return [(int(self.ids[i]), float(scores[i])) for i in best]
-
-
 def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
     """Reciprocal Rank Fusion: each list adds 1 / (rrf_k + rank), rank from 1."""
     fused: dict[int, float] = {}
@@ -158,7 +91,7 @@ def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
 
 def allowed_files(
     refs: dict[int, FileRef], folder: str | None, glob: str | None
-) -> np.ndarray[Any, Any] | None:
+) -> list[int] | None:
     """File ids passing the folder and glob filters, or None when there is no filter.
 
     ``folder`` is a folder's path, resolved from a name or path by the caller
@@ -175,7 +108,7 @@ def allowed_files(
         except (ValueError, re.error) as exc:
             raise UsageError(f"Invalid glob {glob!r}: {exc}") from exc
         chosen = [r for r in chosen if spec.match_file(r.rel)]
-    return np.fromiter((r.id for r in chosen), dtype=np.int64, count=len(chosen))
+    return [r.id for r in chosen]
 
 
 def check_model(store: Store, embedder: Embedder) -> None:
@@ -185,35 +118,33 @@ def check_model(store: Store, embedder: Embedder) -> None:
         raise ModelMismatchError(model_mismatch_message(store.path, stored[0], embedder.model_id))
 
 
-def search(
-    store: Store, embedder: Embedder, cache: VectorCache, query: str, options: SearchOptions
-) -> list[Hit]:
+def search(store: Store, embedder: Embedder, query: str, options: SearchOptions) -> list[Hit]:
     """Rank the index's chunks for a query (see the module docstring for scores).
 
     In hybrid mode the lexical arms run in a worker thread while the query is embedded and the
-    vectors are scanned: SQLite, onnxruntime and numpy all release the GIL.
+    store ranks its vectors: SQLite, onnxruntime and numpy all release the GIL.
     """
     _validate(query, options)
     if options.mode != "bm25":
-        embedder.preload()  # the model session builds while the vectors load
-    cache.refresh(store)
-    allowed = allowed_files(cache.refs, options.folder, options.glob)
-    if allowed is not None and not len(allowed):
+        embedder.preload()  # the model session builds while the store reads its vectors
+        store.preload()
+    refs = store.file_refs()
+    allowed = allowed_files(refs, options.folder, options.glob)
+    if allowed is not None and not allowed:
         return []
     pool = max(options.k * 5, POOL_MIN)
     info = query_info(query)
-    file_ids = None if allowed is None else [int(i) for i in allowed]
-    use_vectors = options.mode != "bm25" and not cache.empty
+    use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder)
     lexical: Future[dict[str, list[int]]] | None = None
     if options.mode != "vector":
-        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, file_ids)
+        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed)
     arms: dict[str, list[int]] = {}
     nearest: list[tuple[int, float]] = []
     try:
         if use_vectors:
-            nearest = cache.top(store, embedder.embed_query(query), pool, allowed)
+            nearest = store.nearest(embedder.embed_query(query), pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
     finally:
         if lexical is not None:

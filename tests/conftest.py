@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,23 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 BACKENDS = ("sqlite", "lancedb")
+HAS_LANCEDB = importlib.util.find_spec("lancedb") is not None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "lancedb: needs the lancedb extra (skipped without it)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without the lancedb extra, skip the tests marked ``lancedb`` or run on that backend."""
+    if HAS_LANCEDB:
+        return
+    skip = pytest.mark.skip(reason='needs the lancedb extra: pip install "semsearch[lancedb]"')
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = list(callspec.params.values()) if callspec is not None else []
+        if item.get_closest_marker("lancedb") or "lancedb" in map(str, params):
+            item.add_marker(skip)
 
 
 @pytest.fixture

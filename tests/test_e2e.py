@@ -243,6 +243,7 @@ SAME_RESULT_QUERIES = (
 )
 
 
+@pytest.mark.lancedb
 def test_both_backends_return_the_same_top_results(
     corpus: Path, tmp_path: Path, isolated_env: Path
 ) -> None:

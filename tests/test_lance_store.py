@@ -1,8 +1,10 @@
-"""What only the LanceDB backend has: ANN index, version clean-up, repair, read consistency."""
+"""What only the LanceDB backend has: ANN index, version clean-up, repair, read consistency.
+
+Skipped without the lancedb extra (tests/test_store.py checks the message that names it).
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,14 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch import lance_store
-from semsearch.config import Settings, load_settings
+pytest.importorskip("lancedb", reason='needs the lancedb extra: pip install "semsearch[lancedb]"')
+
+from semsearch.config import Settings
 from semsearch.embedder import HashEmbedder
-from semsearch.errors import ConfigError, StoreError
+from semsearch.errors import StoreError
 from semsearch.index import Index
-from semsearch.lance_store import LanceStore
 from semsearch.lexical import LexicalQuery
-from semsearch.store import ChunkRecord, FileWrite
+from semsearch.store import ChunkRecord, FileWrite, lance
+from semsearch.store.lance import LanceStore
+from semsearch.store.lance_tables import retry
 from tests.conftest import write_tree
 
 
@@ -45,18 +49,6 @@ def random_writes(folder: int, files: int, per_file: int, seed: int) -> list[Fil
 
 def versions(path: Path) -> int:
     return sum(len(list((table / "_versions").iterdir())) for table in path.glob("*.lance"))
-
-
-def test_selecting_lancedb_without_the_extra_says_what_to_install(
-    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "lancedb" else real(name, *a)
-    )
-    monkeypatch.setenv("SS_STORE_BACKEND", "lancedb")
-    with pytest.raises(ConfigError, match=r'pip install "semsearch\[lancedb\]"'):
-        load_settings(os.environ)
 
 
 def test_data_lives_in_the_lancedb_folder_beside_the_index_file(settings: Settings) -> None:
@@ -88,7 +80,7 @@ def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -
     store.set_model("m", 16)
     folder = store.ensure_folder("/srv/a", "a")
     store.write_files(random_writes(folder, 2, 3, seed=1))
-    lost = store.file_refs()[0]
+    lost = next(iter(store.file_refs().values()))
     # What a run killed between the chunks commit and the files commit leaves behind.
     store._files.delete(f"id = {lost.id}")
     found = store.chunks([int(i) for i in store.chunk_ids()])
@@ -102,13 +94,18 @@ def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -
 def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lance_store, "ANN_MIN_ROWS", 400)
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 400)
     store = LanceStore(settings.store_path, create=True)
     store.set_model("m", 16)
     folder = store.ensure_folder("/srv/a", "a")
     store.write_files(random_writes(folder, 30, 10, seed=1))
     store.maintain()
     assert not store.has_ann()  # 300 chunks: exact search
+    ids, _, matrix = store.vectors(0)
+    query = matrix[7]
+    exact = ids[np.argsort(-(matrix @ query))[:10]].tolist()
+    assert [cid for cid, _ in store.nearest(query, 10, None)] == exact
+    assert len(store._exact.ids) == 300  # answered from the matrix in memory
     store.write_files(random_writes(folder, 20, 10, seed=2))
     store.maintain()
     assert store.has_ann() and store.meta("ann_rows") == "500"
@@ -119,15 +116,16 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
         query = matrix[rng.integers(len(matrix))] + 0.3 * rng.standard_normal(16)
         query = (query / np.linalg.norm(query)).astype(np.float32)
         exact = set(ids[np.argsort(-(matrix @ query))[:10]].tolist())
-        found = store.ann_search(query, 10, None)
+        found = store.nearest(query, 10, None)
         assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
         cosines = {int(i): float(v @ query) for i, v in zip(ids, matrix, strict=True)}
         assert all(abs(score - cosines[cid]) < 1e-4 for cid, score in found)
         recalls.append(len(exact & {cid for cid, _ in found}) / 10)
     assert np.mean(recalls) >= 0.9
+    assert not len(store._exact.ids)  # the index answered: the matrix was let go
     file_of = dict(zip(ids.tolist(), file_ids.tolist(), strict=True))
     chosen = int(file_ids[123])
-    within = store.ann_search(matrix[0], 5, np.array([chosen]))
+    within = store.nearest(matrix[0], 5, [chosen])
     assert len(within) == 5 and {file_of[cid] for cid, _ in within} == {chosen}
     exact = {int(i): float(v @ matrix[0]) for i, v in zip(ids, matrix, strict=True)}
     assert all(abs(score - exact[cid]) < 1e-4 for cid, score in within)
@@ -142,21 +140,23 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
 def test_search_uses_the_ann_index_through_the_same_code(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lance_store, "ANN_MIN_ROWS", 300)
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 300)
     files = {f"d{i % 7}/n{i}.md": f"note {i} " + "filler words " * 60 for i in range(300)}
     files["d1/otters.md"] = "# Otters\n\nSea otters hold hands while they sleep.\n"
     root = write_tree(tmp_path / "notes", files)
     index = Index(settings, embedder=HashEmbedder())
     index.update([root])
     assert index.search("otters hold hands", k=1)[0].rel == "d1/otters.md"
-    assert index._cache.ann  # the vector arm was answered by LanceDB's index
+    store = index._store
+    assert isinstance(store, LanceStore) and store.has_ann()
+    assert not len(store._exact.ids)  # the vector arm was answered by LanceDB's index
     assert index.search("otters hold hands", k=1, glob="d1/**")[0].rel == "d1/otters.md"
     assert index.search("otters hold hands", k=3, glob="d2/**")[0].rel.startswith("d2/")
 
 
 READER = """
 import sys
-from semsearch.lance_store import LanceStore
+from semsearch.store.lance import LanceStore
 from semsearch.lexical import LexicalQuery
 store = LanceStore(__import__("pathlib").Path(sys.argv[1]))
 print(len(store.lexical(LexicalQuery(("walrus",)), 10, None)), flush=True)
@@ -219,7 +219,7 @@ def test_terms_are_recomputed_when_their_rules_change(settings: Settings) -> Non
     store._put_meta({"terms_version": "0"})
     assert store.lexical(LexicalQuery(("header line",)), 10, None) == []
     reopened = LanceStore(settings.store_path, create=True)  # a writer opens it
-    assert reopened.meta("terms_version") == lance_store.TERMS_VERSION
+    assert reopened.meta("terms_version") == lance.TERMS_VERSION
     assert len(reopened.lexical(LexicalQuery(("header line",)), 10, None)) == 1
     assert len(reopened.lexical(LexicalQuery(("parseHeaderLine",), ("defines",)), 10, None)) == 1
 
@@ -257,17 +257,6 @@ def test_generation_never_repeats_when_the_chunks_table_is_recreated(settings: S
     assert len(set(seen)) == len(seen), seen
 
 
-def test_a_broken_lancedb_install_is_the_same_clear_error() -> None:
-    code = (
-        "import sys; sys.modules['lancedb'] = None\n"
-        "try:\n    import semsearch.lance_store\n"
-        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.startswith("ConfigError")
-    assert 'pip install "semsearch[lancedb]"' in out.stdout
-
-
 def test_reads_retry_once_after_a_clean_up_race() -> None:
     calls = []
 
@@ -277,13 +266,13 @@ def test_reads_retry_once_after_a_clean_up_race() -> None:
             raise OSError("version 7 was cleaned up")
         return "rows"
 
-    assert lance_store._retry(flaky) == "rows" and len(calls) == 2
+    assert retry(flaky) == "rows" and len(calls) == 2
 
     def broken() -> str:
         raise OSError("still failing")
 
     with pytest.raises(OSError, match="still failing"):
-        lance_store._retry(broken)
+        retry(broken)
 
 
 def test_new_files_without_chunks_do_not_touch_the_chunks_table(settings: Settings) -> None:

@@ -556,6 +556,7 @@ def test_no_response_leaked_a_secret(client: Client, world: dict[str, Path]) -> 
     assert "Traceback" not in log
 
 
+@pytest.mark.lancedb
 def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]) -> None:
     home = world["base"] / "lance-home"
     home.mkdir()

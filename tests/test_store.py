@@ -1,29 +1,35 @@
-"""The stores: format, transactions, FTS consistency, model guard, writer lock.
+"""The stores: format, transactions, FTS consistency, model guard, writer lock, vector arm.
 
 Tests taking the ``store`` fixture run against both backends; the rest are about one of them.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sqlite3
 import struct
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
-from semsearch.lexical import COLUMNS, LexicalQuery
-from semsearch.store import (
-    SCHEMA_VERSION,
-    TABLES_SQL,
-    ChunkRecord,
-    FileWrite,
-    SqliteStore,
-    Store,
-    open_store,
-    write_lock,
+from semsearch.config import load_settings
+from semsearch.errors import (
+    ConfigError,
+    IndexMissingError,
+    LockedError,
+    ModelMismatchError,
+    StoreError,
 )
+from semsearch.lexical import COLUMNS, LexicalQuery
+from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_lock
+from semsearch.store.exact import ExactVectors
+from semsearch.store.sqlite import SqliteStore
+from semsearch.store.sqlite_schema import SCHEMA_VERSION, TABLES_SQL
 from tests.conftest import BACKENDS
 
 
@@ -99,7 +105,7 @@ def test_vectors_come_back_in_id_order(store: Store) -> None:
     np.testing.assert_array_equal(matrix, np.eye(4, dtype=np.float32)[[0, 1, 0]])
     later_ids, _, later = store.vectors(int(ids[1]))
     assert list(later_ids) == [ids[2]] and later.shape == (1, 4)
-    refs = {r.id: r.rel for r in store.file_refs()}
+    refs = {r.id: r.rel for r in store.file_refs().values()}
     assert [refs[int(f)] for f in file_ids] == ["x.md", "x.md", "y.md"]
 
 
@@ -129,7 +135,7 @@ def test_generation_bumps_on_every_write(store: Store) -> None:
     seen.append(store.generation())
     store.write_files([file_write(folder, "x.md", ["alpha"])])
     seen.append(store.generation())
-    store.touch_files([(store.file_refs()[0].id, 5)])
+    store.touch_files([(next(iter(store.file_refs().values())).id, 5)])
     seen.append(store.generation())
     store.delete_files(folder, ["x.md"])
     seen.append(store.generation())
@@ -182,7 +188,7 @@ def test_any_query_text_is_safe(store: Store, alternatives: tuple[str, ...]) -> 
 def test_lexical_filter_by_files(store: Store) -> None:
     a = store.ensure_folder("/srv/a", "a")
     store.write_files([file_write(a, "x.md", ["needle"]), file_write(a, "y.md", ["needle"])])
-    ref = {r.rel: r.id for r in store.file_refs()}
+    ref = {r.rel: r.id for r in store.file_refs().values()}
     hits = store.lexical(words("needle"), 10, [ref["y.md"]])
     assert [row.rel for row in store.chunks(hits)] == ["y.md"]
 
@@ -257,3 +263,171 @@ def test_index_from_a_newer_semsearch_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="Upgrade semsearch"):
         SqliteStore(path)
+
+
+def test_selecting_lancedb_without_the_extra_says_what_to_install(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "lancedb" else real(name, *a)
+    )
+    monkeypatch.setenv("SS_STORE_BACKEND", "lancedb")
+    with pytest.raises(ConfigError, match=r'pip install "semsearch\[lancedb\]"'):
+        load_settings(os.environ)
+
+
+def test_a_broken_lancedb_install_is_the_same_clear_error() -> None:
+    code = (
+        "import sys; sys.modules['lancedb'] = None\n"
+        "try:\n    import semsearch.store.lance\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("ConfigError")
+    assert 'pip install "semsearch[lancedb]"' in out.stdout
+
+
+def test_the_store_package_loads_no_lancedb_until_it_is_chosen() -> None:
+    code = (
+        "import sys, semsearch.store, semsearch.index\n"
+        "print([name for name in ('lancedb', 'pyarrow') if sys.modules.get(name)])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def random_write(folder_id: int, rel: str, count: int, seed: int) -> FileWrite:
+    vectors = np.random.default_rng(seed).standard_normal((count, 4)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chunks = tuple(record(f"chunk {n} of {rel}", n + 1) for n in range(count))
+    return FileWrite(folder_id, rel, 1, 10, "sha", "ok", "text", chunks, vectors)
+
+
+def brute_force(
+    store: Any, written: dict[str, FileWrite], query: np.ndarray[Any, Any], pool: int, rels: Any
+) -> list[tuple[int, float]]:
+    """The exact top ``pool`` by numpy over the vectors the test wrote (rels: None for all)."""
+    scored = []
+    for row in store.chunks([int(i) for i in store.chunk_ids()]):
+        vectors = written[row.rel].vectors
+        if vectors is not None and (rels is None or row.rel in rels):
+            scored.append((float(vectors[row.start_line - 1] @ query), row.id))
+    return [(cid, score) for score, cid in sorted(scored, reverse=True)[:pool]]
+
+
+def assert_same_ranking(found: list[tuple[int, float]], expected: list[tuple[int, float]]) -> None:
+    assert [cid for cid, _ in found] == [cid for cid, _ in expected]
+    assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-5)
+
+
+def test_nearest_is_the_exact_top_k_within_the_files_asked(store: Store) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    written = {f"f{n}.md": random_write(folder, f"f{n}.md", 5, seed=n) for n in range(6)}
+    store.write_files(list(written.values()))
+    ids = {ref.rel: ref.id for ref in store.file_refs().values()}
+    rng = np.random.default_rng(42)
+    for pool in (1, 3, 10, 100):
+        query = rng.standard_normal(4).astype(np.float32)
+        query /= np.linalg.norm(query)
+        found = store.nearest(query, pool, None)
+        assert_same_ranking(found, brute_force(store, written, query, pool, None))
+        assert len(found) == min(pool, 30)
+        within = store.nearest(query, pool, [ids["f1.md"], ids["f4.md"]])
+        expected = brute_force(store, written, query, pool, {"f1.md", "f4.md"})
+        assert_same_ranking(within, expected)
+        assert len(within) == min(pool, 10)
+    assert store.nearest(query, 5, []) == []
+
+
+def test_nearest_follows_writes_replacements_and_deletes(store: Store) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    written = {f"f{n}.md": random_write(folder, f"f{n}.md", 4, seed=n) for n in range(3)}
+    store.write_files(list(written.values()))
+    query = np.full(4, 0.5, dtype=np.float32)
+    store.preload()
+    assert_same_ranking(
+        store.nearest(query, 50, None), brute_force(store, written, query, 50, None)
+    )
+    steps: list[tuple[list[FileWrite], list[str]]] = [
+        ([random_write(folder, "new.md", 3, seed=10)], []),  # added
+        ([random_write(folder, "f0.md", 2, seed=11)], []),  # replaced: new ids, old ones gone
+        ([], ["f1.md"]),  # deleted
+        ([], ["f0.md", "f2.md", "new.md"]),  # nothing left
+        ([random_write(folder, "again.md", 2, seed=12)], []),  # and a fresh start
+    ]
+    for writes, deletes in steps:
+        store.write_files(writes)
+        written.update({w.rel: w for w in writes})
+        store.delete_files(folder, deletes)
+        for rel in deletes:
+            del written[rel]
+        found = store.nearest(query, 50, None)
+        assert_same_ranking(found, brute_force(store, written, query, 50, None))
+        assert len(found) == sum(len(w.chunks) for w in written.values())
+
+
+def test_file_refs_are_read_again_only_after_a_write(store: Store) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "x.md", ["alpha"])])
+    refs = store.file_refs()
+    assert store.file_refs() is refs
+    store.write_files([file_write(folder, "y.md", ["beta"])])
+    assert sorted(ref.rel for ref in store.file_refs().values()) == ["x.md", "y.md"]
+    assert sorted(ref.rel for ref in refs.values()) == ["x.md"]
+
+
+class CountingSource:
+    """A VectorSource over a dict of rows that records what ExactVectors asks for."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[int, np.ndarray[Any, Any]]] = {}
+        self.written = 0
+        self.reads: list[int] = []
+
+    def put(self, chunk_id: int, file_id: int, vector: list[float]) -> None:
+        self.rows[chunk_id] = (file_id, np.array(vector, dtype=np.float32))
+        self.written += 1
+
+    def drop(self, chunk_id: int) -> None:
+        del self.rows[chunk_id]
+        self.written += 1
+
+    def generation(self) -> int:
+        return self.written
+
+    def chunk_ids(self) -> np.ndarray[Any, Any]:
+        return np.array(sorted(self.rows), dtype=np.int64)
+
+    def vectors(self, min_id: int) -> tuple[Any, Any, Any]:
+        self.reads.append(min_id)
+        ids = [i for i in sorted(self.rows) if i > min_id]
+        matrix = np.array([self.rows[i][1] for i in ids], dtype=np.float32).reshape(-1, 2)
+        files = np.array([self.rows[i][0] for i in ids], dtype=np.int64)
+        return np.array(ids, dtype=np.int64), files, matrix
+
+
+def test_exact_vectors_read_only_what_changed() -> None:
+    source = CountingSource()
+    source.put(1, 10, [1.0, 0.0])
+    source.put(2, 10, [0.0, 1.0])
+    exact = ExactVectors(source)
+    assert not exact.is_loaded and source.reads == []
+    query = np.array([0.8, 0.6], dtype=np.float32)
+    assert_same_ranking(exact.nearest(query, 5, None), [(1, 0.8), (2, 0.6)])
+    assert exact.nearest(query, 5, [20]) == []
+    assert exact.is_loaded and source.reads == [0]  # the second search read nothing
+    source.put(3, 20, [0.6, 0.8])
+    source.drop(1)
+    assert_same_ranking(exact.nearest(query, 5, None), [(3, 0.96), (2, 0.6)])
+    assert_same_ranking(exact.nearest(query, 1, [20]), [(3, 0.96)])
+    assert source.reads == [0, 2]  # only the chunk past the last one read
+    source.drop(2)
+    source.drop(3)
+    source.put(4, 30, [1.0, 0.0])
+    assert_same_ranking(exact.nearest(query, 5, None), [(4, 0.8)])
+    assert source.reads == [0, 2, 0]  # nothing left to keep: everything read again
+    exact.clear()
+    assert not len(exact.ids)
+    exact.refresh()
+    assert list(exact.ids) == [4] and source.reads == [0, 2, 0, 0]

@@ -1,9 +1,10 @@
-"""The index: one SQLite file. This module is the only one that writes SQL.
+"""The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 1)::
+On-disk format (schema version 2, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
-        schema_version, model_id, dim, generation (bumped by every write), chunking
+        schema_version, model_id, dim, generation (bumped by every write), terms_version
+        (the rules of the FTS ``terms`` and ``defines`` columns; see semsearch.lexical)
     folders(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, last_indexed REAL)
         path: absolute path of the folder on the machine that indexed it
     files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
@@ -26,215 +27,44 @@ On-disk format (schema version 1)::
         them cannot write chunks, rather than corrupt the FTS index).
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
-serialise on an advisory lock file next to the database (`<index>.lock`).
+serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
+Version 1 had an external-content FTS5 table over `text` alone; opening such a file migrates it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from semsearch.errors import IndexMissingError, LockedError, ModelMismatchError, StoreError
-from semsearch.lexical import TERMS_VERSION, LexicalQuery, chunk_terms, definitions
+from semsearch.errors import IndexMissingError, ModelMismatchError, StoreError
+from semsearch.lexical import TERMS_VERSION, LexicalQuery
+from semsearch.store.base import (
+    ChunkRow,
+    FileRef,
+    FileState,
+    FileWrite,
+    FloatArray,
+    Folder,
+    IdArray,
+    model_mismatch_message,
+)
+from semsearch.store.exact import ExactVectors
+from semsearch.store.sqlite_schema import (
+    FTS_SQL,
+    MIGRATIONS,
+    PAGE_SIZE,
+    SCHEMA_VERSION,
+    connect,
+    split_sql,
+)
 
-SCHEMA_VERSION = 2
-BUSY_TIMEOUT_MS = 30_000
 BM25_WEIGHTS = "1.0, 0.5, 0.5"  # BM25 weights of chunks_fts's text, terms, defines
-
-# Schema version 1: the tables. Its first form also had an external-content FTS5 table over
-# `text`; version 2 replaced it with the contentless three-column table (FTS_SQL).
-TABLES_SQL = """
-    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE folders(
-        id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, name TEXT NOT NULL, last_indexed REAL);
-    CREATE TABLE files(
-        id INTEGER PRIMARY KEY,
-        folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
-        rel TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT,
-        status TEXT NOT NULL, kind TEXT, UNIQUE(folder_id, rel));
-    CREATE TABLE chunks(
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
-        ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-        start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
-        text TEXT NOT NULL, vector BLOB NOT NULL);
-    CREATE INDEX chunks_file ON chunks(file_id);
-"""
-
-FTS_SQL = """
-    DROP TRIGGER IF EXISTS chunks_ai;
-    DROP TRIGGER IF EXISTS chunks_ad;
-    DROP TABLE IF EXISTS chunks_fts;
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
-    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-        INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
-            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),
-            ss_defines(new.text));
-    END;
-    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
-        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines) VALUES ('delete', old.id,
-            old.text, ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text),
-            ss_defines(old.text));
-    END;
-    INSERT INTO chunks_fts(rowid, text, terms, defines)
-        SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
-        FROM chunks c JOIN files x ON x.id = c.file_id;
-"""
-
-# Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
-# stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
-MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL)
-PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
-
-
-@dataclass(frozen=True)
-class Folder:
-    """An indexed folder and its counts."""
-
-    id: int
-    path: str
-    name: str
-    last_indexed: float | None
-    files: int
-    chunks: int
-
-
-@dataclass(frozen=True)
-class FileState:
-    """What the index remembers about one file."""
-
-    id: int
-    rel: str
-    mtime_ns: int
-    size: int
-    sha256: str | None
-    status: str
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """A chunk to write (its vector travels separately, as a matrix row)."""
-
-    start_line: int
-    end_line: int
-    start_offset: int
-    end_offset: int
-    page: int | None
-    text: str
-
-
-@dataclass(frozen=True)
-class FileWrite:
-    """Replace one file's row and chunks. ``chunks`` is empty for non-ok statuses."""
-
-    folder_id: int
-    rel: str
-    mtime_ns: int
-    size: int
-    sha256: str | None
-    status: str
-    kind: str
-    chunks: tuple[ChunkRecord, ...] = ()
-    vectors: np.ndarray[Any, np.dtype[np.float32]] | None = None
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A stored chunk with its file and folder, as search returns it."""
-
-    id: int
-    file_id: int
-    folder_path: str
-    folder_name: str
-    rel: str
-    kind: str
-    start_line: int
-    end_line: int
-    page: int | None
-    text: str
-
-
-@dataclass(frozen=True)
-class FileRef:
-    """A file's id, folder and relative path (the search filter works on these)."""
-
-    id: int
-    folder_id: int
-    folder_name: str
-    folder_path: str
-    rel: str
-
-
-class Store(Protocol):
-    """What the indexer and search need from an index backend.
-
-    Vector search: a store without an ANN index (``has_ann()`` false) hands its vectors to the
-    caller's in-memory exact search (``vectors``, ``chunk_ids``); one with an ANN index answers
-    ``ann_search`` itself. ``maintain`` runs after every index run and folder removal.
-    """
-
-    path: Path  # where the index lives, for messages
-
-    def generation(self) -> int: ...
-    def model(self) -> tuple[str, int] | None: ...
-    def set_model(self, model_id: str, dim: int) -> None: ...
-    def ensure_folder(self, path: str, name: str) -> int: ...
-    def folders(self) -> list[Folder]: ...
-    def file_states(self, folder_id: int) -> dict[str, FileState]: ...
-    def file_refs(self) -> list[FileRef]: ...
-    def write_files(self, writes: Sequence[FileWrite]) -> None: ...
-    def touch_files(self, touches: Sequence[tuple[int, int]]) -> None: ...
-    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int: ...
-    def remove_folder(self, path: str) -> int: ...
-    def mark_indexed(self, folder_id: int) -> None: ...
-    def clear_chunks(self) -> None: ...
-    def chunk_count(self) -> int: ...
-    def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]: ...
-    def vectors(
-        self, min_id: int
-    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]: ...
-    def has_ann(self) -> bool: ...
-    def ann_search(
-        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
-    ) -> list[tuple[int, float]]: ...
-    def lexical(
-        self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None
-    ) -> list[int]: ...
-    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]: ...
-    def maintain(self) -> None: ...
-    def size_bytes(self) -> int: ...
-    def close(self) -> None: ...
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-    )
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.create_function("ss_terms", 2, _terms, deterministic=True)
-    conn.create_function("ss_defines", 1, _defines, deterministic=True)
-    return conn
-
-
-def _defines(text: str) -> str:
-    return " ".join(definitions(text))
-
-
-def _terms(rel: str | None, text: str) -> str:
-    if rel is None:  # the file row must still exist when its chunks are written or deleted
-        raise ValueError("chunk without a file row")
-    return chunk_terms(rel, text)
 
 
 class SqliteStore:
@@ -247,10 +77,12 @@ class SqliteStore:
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = _connect(path)
+            self._conn = connect(path)
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+        self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
+        self._reader: _VectorReader | None = None  # opened by the first vector search
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -269,7 +101,7 @@ class SqliteStore:
             steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
             if version == SCHEMA_VERSION and self.meta("terms_version") != TERMS_VERSION:
                 steps.append(FTS_SQL)
-            for statement in (sql for step in steps for sql in _split_sql(step)):
+            for statement in (sql for step in steps for sql in split_sql(step)):
                 self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
@@ -305,14 +137,9 @@ class SqliteStore:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_meta(self, key: str, value: str) -> None:
-        """Set one meta value."""
-        with self._write():
-            self._set_meta(key, value)
-
     def generation(self) -> int:
         """Counter bumped by every committed write; readers compare it to refresh caches."""
-        return int(self.meta("generation") or 0)
+        return _generation(self._conn)
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""
@@ -362,13 +189,16 @@ class SqliteStore:
         )
         return {row[1]: FileState(*row) for row in rows}
 
-    def file_refs(self) -> list[FileRef]:
-        """Every file that has chunks, with its folder."""
-        rows = self._conn.execute(
-            "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
-            " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
-        )
-        return [FileRef(*row) for row in rows]
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference for every file that has chunks; read again after a write."""
+        generation = self.generation()
+        if self._refs[0] != generation:
+            rows = self._conn.execute(
+                "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
+                " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
+            )
+            self._refs = (generation, {row[0]: FileRef(*row) for row in rows})
+        return self._refs[1]
 
     def write_files(self, writes: Sequence[FileWrite]) -> None:
         """Replace the rows and chunks of several files in one transaction."""
@@ -461,33 +291,30 @@ class SqliteStore:
             _delete_files(conn, "1", ())
             conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
 
-    def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+    def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""
-        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return _chunk_ids(self._conn)
 
-    def vectors(
-        self, min_id: int = 0
-    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        rows = self._conn.execute(
-            "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
-        ).fetchall()
-        dim = len(rows[0][2]) // 4 if rows else int(self.meta("dim") or 0)
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
-        return ids, file_ids, matrix.astype(np.float32, copy=False)
+        return _vectors(self._conn, min_id)
 
-    def has_ann(self) -> bool:
-        """Always False: searches run exactly over the vectors held in memory."""
-        return False
+    def preload(self) -> None:
+        """Read the vectors into memory unless they are there (``nearest`` reads any change)."""
+        exact = self._vector_reader().exact
+        if not exact.is_loaded:
+            exact.refresh()
 
-    def ann_search(
-        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """Not available: the SQLite store has no ANN index (see ``has_ann``)."""
-        raise NotImplementedError("the SQLite store has no ANN index")
+        """(chunk id, cosine) of the ``pool`` nearest chunks, best first: exact, in memory."""
+        return self._vector_reader().exact.nearest(query, pool, file_ids)
+
+    def _vector_reader(self) -> _VectorReader:
+        if self._reader is None:
+            self._reader = _VectorReader(self.path)
+        return self._reader
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
@@ -535,8 +362,64 @@ class SqliteStore:
         return sum(p.stat().st_size for p in files if p.suffix != ".lock")
 
     def close(self) -> None:
+        """Close the connections."""
+        self._conn.close()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+class _VectorReader:
+    """The vectors in memory, read through a connection of their own.
+
+    Search runs the lexical arm on the store's connection in a worker thread while the vector
+    arm runs, and a connection is never used by two threads at once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._conn = connect(path)
+        self.exact = ExactVectors(self)
+
+    def generation(self) -> int:
+        """The store's write counter."""
+        return _generation(self._conn)
+
+    def chunk_ids(self) -> IdArray:
+        """All chunk ids, ascending."""
+        return _chunk_ids(self._conn)
+
+    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        return _vectors(self._conn, min_id)
+
+    def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+def _generation(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _chunk_ids(conn: sqlite3.Connection) -> IdArray:
+    rows = conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
+def _vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+    rows = conn.execute(
+        "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
+    ).fetchall()
+    if rows:
+        dim = len(rows[0][2]) // 4
+    else:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        dim = 0 if row is None else int(row[0])
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
+    return ids, file_ids, matrix.astype(np.float32, copy=False)
 
 
 def _delete_files(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
@@ -548,56 +431,3 @@ def _delete_files(conn: sqlite3.Connection, where: str, params: tuple[Any, ...])
         f"DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE {where})", params
     )
     conn.execute(f"DELETE FROM files WHERE {where}", params)
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements (triggers contain ';' inside BEGIN … END)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.strip().splitlines():
-        buffer += line + "\n"
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    return statements
-
-
-def model_mismatch_message(path: Path, stored: str, current: str) -> str:
-    """The message for an index built with another model."""
-    return (
-        f"The index {path} was built with model {stored}, but the configured model is {current}. "
-        "Rebuild it with `semsearch index --force`, or point --index at another file."
-    )
-
-
-@contextlib.contextmanager
-def write_lock(index_path: Path, wait_seconds: float) -> Iterator[None]:
-    """Hold the advisory writer lock `<index>.lock`, waiting up to ``wait_seconds`` for it."""
-    index_path.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = index_path.with_name(index_path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockedError(
-                        f"Another `semsearch index` is writing {index_path}. "
-                        "Wait for it to finish, then run this again."
-                    ) from None
-                time.sleep(0.2)
-        yield
-    finally:
-        os.close(fd)
-
-
-def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
-    """The store of a backend (``sqlite`` or ``lancedb``) at ``path``."""
-    if backend == "lancedb":
-        from semsearch.lance_store import LanceStore  # optional extra: loaded only when chosen
-
-        return LanceStore(path, create=create)
-    return SqliteStore(path, create=create)

@@ -11,11 +11,11 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
            text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised)
 
-The columns mean what they mean in the SQLite store (see ``semsearch.store``); ``terms`` and
+The columns mean what they mean in the SQLite store (see ``semsearch.store.sqlite``); ``terms`` and
 ``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
 English stemming, no stop-word removal) cover ``text``, ``terms`` and ``defines``.
 
-Vector search is exact (the caller's in-memory numpy product) below ``ANN_MIN_ROWS`` chunks; at
+Vector search is exact (``semsearch.store.exact``, in memory) below ``ANN_MIN_ROWS`` chunks; at
 that size an IVF-HNSW-SQ index with cosine distance is built, and it is retrained whenever the
 table has doubled since. ``maintain`` (after every index run and folder removal) brings the
 full-text and vector indexes up to date, compacts the tables and deletes old versions.
@@ -30,39 +30,49 @@ MCP server sees what another process committed on its next query.
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from semsearch.config import LANCEDB_MISSING
 from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
-from semsearch.lexical import TERMS_VERSION, LexicalQuery, chunk_terms, definitions
-from semsearch.store import (
+from semsearch.lexical import TERMS_VERSION, LexicalQuery
+from semsearch.store.base import (
     ChunkRow,
     FileRef,
     FileState,
     FileWrite,
+    FloatArray,
     Folder,
+    IdArray,
     model_mismatch_message,
 )
+from semsearch.store.exact import ExactVectors
 
-try:
+try:  # the sibling modules import lancedb and pyarrow too
     import lancedb
     import pyarrow as pa
     from lancedb.index import FTS, BTree, HnswSq
-    from lancedb.query import (
-        BooleanQuery,
-        FullTextOperator,
-        FullTextQuery,
-        MatchQuery,
-        MultiMatchQuery,
-        Occur,
+
+    from semsearch.store.lance_query import COLUMN_BOOSTS, ann_nearest, full_text
+    from semsearch.store.lance_tables import (
+        FILES,
+        FOLDERS,
+        META,
+        TableRows,
+        chunk_row,
+        chunk_rows,
+        chunk_schema,
+        file_row,
+        ids_sql,
+        retagged,
+        retry,
+        vector_arrays,
     )
 except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
     raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
@@ -71,74 +81,6 @@ SCHEMA_VERSION = 1
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
-ANN_EF = 96  # HNSW search breadth; with one re-ranking pass, recall@10 0.995 at 1M (bench)
-ANN_NPROBES = 4  # IVF partitions searched
-COLUMN_BOOSTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}  # as the SQLite store's bm25 weights
-_TOKEN = re.compile(r"\w+")
-ANY, ALL = FullTextOperator.OR, FullTextOperator.AND
-T = TypeVar("T")
-
-META = pa.schema([("key", pa.string()), ("value", pa.string())])
-FOLDERS = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("path", pa.string()),
-        ("name", pa.string()),
-        ("last_indexed", pa.float64()),
-    ]
-)
-FILES = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("folder_id", pa.int64()),
-        ("rel", pa.string()),
-        ("mtime_ns", pa.int64()),
-        ("size", pa.int64()),
-        ("sha256", pa.string()),
-        ("status", pa.string()),
-        ("kind", pa.string()),
-    ]
-)
-
-
-def chunk_schema(dim: int) -> pa.Schema:
-    """The chunks table's schema for vectors of ``dim`` dimensions."""
-    return pa.schema(
-        [
-            ("id", pa.int64()),
-            ("file_id", pa.int64()),
-            ("ord", pa.int32()),
-            ("start_line", pa.int32()),
-            ("end_line", pa.int32()),
-            ("start_offset", pa.int64()),
-            ("end_offset", pa.int64()),
-            ("page", pa.int32()),
-            ("text", pa.string()),
-            ("terms", pa.string()),
-            ("defines", pa.string()),
-            ("vector", pa.list_(pa.float32(), dim)),
-        ]
-    )
-
-
-class _TableRows:
-    """A small table's rows by id, read again only when the table has a new version."""
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-        self._version = -1
-        self._rows: dict[int, dict[str, Any]] = {}
-
-    def rows(self) -> dict[int, dict[str, Any]]:
-        version = self._table.version
-        if version != self._version:
-            self._rows = {row["id"]: row for row in self._table.to_arrow().to_pylist()}
-            self._version = version
-        return self._rows
-
-
-def _ids(values: Iterable[int]) -> str:
-    return ",".join(str(int(v)) for v in values)
 
 
 class LanceStore:
@@ -164,9 +106,11 @@ class LanceStore:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
         self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
-        self._file_cache = _TableRows(self._files)
-        self._folder_cache = _TableRows(self._folders)
+        self._file_cache = TableRows(self._files)
+        self._folder_cache = TableRows(self._folders)
         self._ann: tuple[int, bool] = (-1, False)
+        self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
+        self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         self._check_version(create)
 
@@ -319,20 +263,23 @@ class LanceStore:
             if row["folder_id"] == folder_id
         }
 
-    def file_refs(self) -> list[FileRef]:
-        """Every file that has chunks, with its folder."""
-        folders = self._folder_rows()
-        return [
-            FileRef(
-                row["id"],
-                row["folder_id"],
-                folders[row["folder_id"]]["name"],
-                folders[row["folder_id"]]["path"],
-                row["rel"],
-            )
-            for row in self._file_rows().values()
-            if row["status"] == "ok" and row["folder_id"] in folders
-        ]
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference for every file that has chunks; rebuilt when a table changed."""
+        files, folders = self._file_rows(), self._folder_rows()
+        if self._refs[0] is not files or self._refs[1] is not folders:  # a table was re-read
+            refs = {
+                row["id"]: FileRef(
+                    row["id"],
+                    row["folder_id"],
+                    folders[row["folder_id"]]["name"],
+                    folders[row["folder_id"]]["path"],
+                    row["rel"],
+                )
+                for row in files.values()
+                if row["status"] == "ok" and row["folder_id"] in folders
+            }
+            self._refs = (files, folders, refs)
+        return self._refs[2]
 
     def write_files(self, writes: Sequence[FileWrite]) -> None:
         """Replace several files: their chunks in one commit, then their rows in another."""
@@ -347,21 +294,12 @@ class LanceStore:
             file_id = existing.get((write.folder_id, write.rel))
             if file_id is None:
                 file_id, next_file = next_file, next_file + 1
-            file_rows.append(
-                {
-                    "id": file_id,
-                    "folder_id": write.folder_id,
-                    "rel": write.rel,
-                    "mtime_ns": write.mtime_ns,
-                    "size": write.size,
-                    "sha256": write.sha256,
-                    "status": write.status,
-                    "kind": write.kind,
-                }
-            )
+            file_rows.append(file_row(write, file_id))
             if write.chunks:
-                parts.append(self._chunk_rows(file_id, write))
-        file_ids = _ids(row["id"] for row in file_rows)
+                assert write.vectors is not None and len(write.vectors) == len(write.chunks)
+                first = self._allocate("chunks", len(write.chunks))
+                parts.append(chunk_rows(write, file_id, first))
+        file_ids = ids_sql(row["id"] for row in file_rows)
         replaced = [existing[k] for k in ((w.folder_id, w.rel) for w in writes) if k in existing]
         chunks = self._chunk_table()
         if parts:
@@ -373,35 +311,12 @@ class LanceStore:
                 f"file_id IN ({file_ids})"
             ).execute(pa.concat_tables(parts))
         elif chunks is not None and replaced:  # new files have fresh ids: nothing to delete
-            chunks.delete(f"file_id IN ({_ids(replaced)})")
+            chunks.delete(f"file_id IN ({ids_sql(replaced)})")
         self._files.merge_insert(
             "id"
         ).when_matched_update_all().when_not_matched_insert_all().execute(
             pa.Table.from_pylist(file_rows, FILES)
         )
-
-    def _chunk_rows(self, file_id: int, write: FileWrite) -> pa.Table:
-        assert write.vectors is not None and len(write.vectors) == len(write.chunks)
-        count = len(write.chunks)
-        first = self._allocate("chunks", count)
-        vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
-        dim = vectors.shape[1]
-        chunks = write.chunks
-        columns = {
-            "id": pa.array(np.arange(first, first + count, dtype=np.int64)),
-            "file_id": pa.array(np.full(count, file_id, dtype=np.int64)),
-            "ord": pa.array(np.arange(count, dtype=np.int32)),
-            "start_line": pa.array([c.start_line for c in chunks], pa.int32()),
-            "end_line": pa.array([c.end_line for c in chunks], pa.int32()),
-            "start_offset": pa.array([c.start_offset for c in chunks], pa.int64()),
-            "end_offset": pa.array([c.end_offset for c in chunks], pa.int64()),
-            "page": pa.array([c.page for c in chunks], pa.int32()),
-            "text": pa.array([c.text for c in chunks], pa.string()),
-            "terms": pa.array([chunk_terms(write.rel, c.text) for c in chunks], pa.string()),
-            "defines": pa.array([" ".join(definitions(c.text)) for c in chunks], pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
-        }
-        return pa.Table.from_pydict(columns, schema=chunk_schema(dim))
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
         """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
@@ -429,8 +344,8 @@ class LanceStore:
             return
         chunks = self._chunk_table()
         if chunks is not None:
-            chunks.delete(f"file_id IN ({_ids(ids)})")
-        self._files.delete(f"id IN ({_ids(ids)})")
+            chunks.delete(f"file_id IN ({ids_sql(ids)})")
+        self._files.delete(f"id IN ({ids_sql(ids)})")
 
     def remove_folder(self, path: str) -> int:
         """Purge a folder and everything under it; returns the number of files purged."""
@@ -454,7 +369,7 @@ class LanceStore:
         self._files.delete("true")
         self._meta.delete("key IN ('model_id', 'dim', 'ann_rows')")
 
-    def chunk_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+    def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""
         chunks = self._chunk_table()
         if chunks is None:
@@ -462,9 +377,7 @@ class LanceStore:
         column = chunks.search().select(["id"]).limit(None).to_arrow()["id"]
         return np.sort(column.to_numpy())
 
-    def vectors(
-        self, min_id: int = 0
-    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
         chunks = self._chunk_table()
         dim = int(self.meta("dim") or 0)
@@ -472,11 +385,7 @@ class LanceStore:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         query = chunks.search().select(["id", "file_id", "vector"]).limit(None)
         table = query.where(f"id > {int(min_id)}").to_arrow() if min_id else query.to_arrow()
-        order = np.argsort(table["id"].to_numpy(), kind="stable")
-        flat = table["vector"].combine_chunks().flatten().to_numpy()
-        matrix = np.asarray(flat, dtype=np.float32).reshape(-1, dim)[order]
-        ids = table["id"].to_numpy()[order]
-        return ids, table["file_id"].to_numpy()[order], np.ascontiguousarray(matrix)
+        return vector_arrays(table, dim)
 
     def has_ann(self) -> bool:
         """True once the chunks table has its vector index."""
@@ -488,37 +397,29 @@ class LanceStore:
             self._ann = (chunks.version, found)
         return self._ann[1]
 
-    def ann_search(
-        self, query: np.ndarray[Any, Any], pool: int, file_ids: np.ndarray[Any, Any] | None
+    def preload(self) -> None:
+        """Below the ANN threshold, read the vectors into memory unless they are there."""
+        if not self._exact.is_loaded and not self.has_ann():
+            self._exact.refresh()
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine) of the approximate nearest chunks, best first."""
-        chunks = self._chunk_table()
+        """(chunk id, cosine) of the ``pool`` nearest chunks, best first.
 
-        def run() -> list[tuple[int, float]]:
-            search = chunks.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
-            search = search.distance_type("cosine").nprobes(ANN_NPROBES).ef(max(ANN_EF, pool))
-            # Re-rank the candidates on their stored vectors: the index's own distances are
-            # approximate (and squared L2 of the normalised vectors, not cosine distance), while
-            # rows not yet in the index are scored exactly; refining puts both on one scale.
-            search = search.refine_factor(1)
-            search = search.select(["id", "_distance"]).limit(pool)
-            if file_ids is not None:
-                search = search.where(f"file_id IN ({_ids(file_ids)})", prefilter=True)
-            table = search.to_arrow()
-            distances = table["_distance"].to_numpy()
-            return [
-                (int(i), 1.0 - float(d))
-                for i, d in zip(table["id"].to_numpy(), distances, strict=True)
-            ]
-
-        return _retry(run)
+        Exact in memory below the ANN threshold; from the vector index once it is built.
+        """
+        if not self.has_ann():
+            return self._exact.nearest(query, pool, file_ids)
+        self._exact.clear()  # the index answers from now on: free the matrix
+        return ann_nearest(self._chunk_table(), query, pool, file_ids)
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
     ) -> list[int]:
         """Chunk ids matching the query, best BM25 first, optionally within files."""
         chunks = self._chunk_table()
-        expression = _full_text(query)
+        expression = full_text(query)
         if chunks is None or expression is None:
             return []
 
@@ -526,10 +427,10 @@ class LanceStore:
             search = chunks.search(expression, query_type="fts").select(["id", "_score"])
             search = search.limit(limit)
             if file_ids is not None:
-                search = search.where(f"file_id IN ({_ids(file_ids)})", prefilter=True)
+                search = search.where(f"file_id IN ({ids_sql(file_ids)})", prefilter=True)
             return [int(i) for i in search.to_arrow()["id"].to_numpy()]
 
-        return _retry(run)
+        return retry(run)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked (chunks of unknown files are left out)."""
@@ -539,29 +440,13 @@ class LanceStore:
         columns = ["id", "file_id", "start_line", "end_line", "page", "text"]
 
         def run() -> list[dict[str, Any]]:
-            search = chunks.search().where(f"id IN ({_ids(ids)})").select(columns)
+            search = chunks.search().where(f"id IN ({ids_sql(ids)})").select(columns)
             rows: list[dict[str, Any]] = search.limit(len(ids)).to_arrow().to_pylist()
             return rows
 
         files, folders = self._file_rows(), self._folder_rows()
-        by_id: dict[int, ChunkRow] = {}
-        for row in _retry(run):
-            file = files.get(row["file_id"])
-            folder = folders.get(file["folder_id"]) if file is not None else None
-            if file is None or folder is None:
-                continue
-            by_id[row["id"]] = ChunkRow(
-                row["id"],
-                row["file_id"],
-                folder["path"],
-                folder["name"],
-                file["rel"],
-                file["kind"],
-                row["start_line"],
-                row["end_line"],
-                row["page"],
-                row["text"],
-            )
+        found = (chunk_row(row, files, folders) for row in retry(run))
+        by_id = {row.id: row for row in found if row is not None}
         return [by_id[i] for i in ids if i in by_id]
 
     def maintain(self) -> None:
@@ -571,11 +456,11 @@ class LanceStore:
             known = set(self._file_rows())
             orphans = [f for f in self._chunks_per_file() if f not in known]
             if orphans:  # chunks of a run killed before their file rows were written
-                chunks.delete(f"file_id IN ({_ids(orphans)})")
+                chunks.delete(f"file_id IN ({ids_sql(orphans)})")
             self._build_ann(chunks)
         with warnings.catch_warnings():
             # "removes every version except the latest": intended. Writers are serialised by
-            # the lock file, and a reader that raced the clean-up retries once (_retry).
+            # the lock file, and a reader that raced the clean-up retries once (retry).
             warnings.simplefilter("ignore", UserWarning)
             for table in (self._meta, self._folders, self._files, chunks):
                 if table is not None:
@@ -595,19 +480,8 @@ class LanceStore:
         """Recompute the ``terms`` and ``defines`` columns after their rules changed."""
         chunks = self._chunk_table()
         if chunks is not None and chunks.count_rows():
-            files = self._file_rows()
             table = chunks.search().select(["id", "file_id", "text"]).limit(None).to_arrow()
-            rows = table.to_pylist()
-            rels = [files[r["file_id"]]["rel"] if r["file_id"] in files else "" for r in rows]
-            update = pa.table(
-                {
-                    "id": table["id"],
-                    "terms": [
-                        chunk_terms(rel, r["text"]) for rel, r in zip(rels, rows, strict=True)
-                    ],
-                    "defines": [" ".join(definitions(r["text"])) for r in rows],
-                }
-            )
+            update = retagged(table, self._file_rows())
             chunks.merge_insert("id").when_matched_update_all().execute(update)
         self._put_meta({"terms_version": TERMS_VERSION})
 
@@ -618,46 +492,3 @@ class LanceStore:
     def close(self) -> None:
         """Forget the table handles (LanceDB holds no file open between calls)."""
         self._chunks = None
-
-
-def _full_text(query: LexicalQuery) -> FullTextQuery | None:
-    """LanceDB's query for a LexicalQuery: each alternative in each column, any may match.
-
-    A one-word alternative matches in any of the columns (column boosts as in SQLite); a phrase
-    needs all its words in one column (the index keeps no positions).
-    """
-    columns = list(query.columns)
-    boosts = [COLUMN_BOOSTS.get(c, 1.0) for c in columns]
-    clauses: list[FullTextQuery] = []
-    for alternative in query.alternatives:
-        words = _TOKEN.findall(alternative)
-        if not words:
-            continue
-        text = " ".join(words)
-        if len(words) == 1:
-            clauses.append(MultiMatchQuery(text, columns, boosts=boosts, operator=ANY))
-        else:
-            for column, boost in zip(columns, boosts, strict=True):
-                clauses.append(
-                    MatchQuery(
-                        text,
-                        column,
-                        boost=boost,
-                        fuzziness=0,
-                        max_expansions=50,
-                        operator=ALL,
-                        prefix_length=0,
-                        document_granularity=None,
-                    )
-                )
-    if not clauses:
-        return None
-    return clauses[0] if len(clauses) == 1 else BooleanQuery([(Occur.SHOULD, c) for c in clauses])
-
-
-def _retry(run: Callable[[], T]) -> T:
-    """Run a read; once more if it raced a writer that cleaned up the version it was reading."""
-    try:
-        return run()
-    except (OSError, RuntimeError, ValueError):
-        return run()

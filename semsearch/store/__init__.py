@@ -1,0 +1,52 @@
+"""The index store: one :class:`Store` protocol, a SQLite backend and an optional LanceDB one.
+
+``open_store`` picks the backend; lancedb and pyarrow are imported only when LanceDB is chosen.
+The modules: ``base`` (the protocol and its records), ``sqlite`` (the default single-file index
+and its on-disk format), ``lance`` (the LanceDB folder), ``exact`` (in-memory exact vector
+search, used by both) and ``lock`` (the writer lock).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from semsearch.store.base import (
+    ChunkRecord,
+    ChunkRow,
+    FileRef,
+    FileState,
+    FileWrite,
+    Folder,
+    Store,
+    model_mismatch_message,
+)
+from semsearch.store.lock import write_lock
+from semsearch.store.sqlite import SqliteStore
+
+__all__ = [
+    "ChunkRecord",
+    "ChunkRow",
+    "FileRef",
+    "FileState",
+    "FileWrite",
+    "Folder",
+    "SqliteStore",
+    "Store",
+    "model_mismatch_message",
+    "open_store",
+    "write_lock",
+]
+
+
+def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
+    """The store of a backend (``sqlite`` or ``lancedb``) at ``path``.
+
+    Raises ``IndexMissingError`` when there is no index at ``path`` and ``create`` is false,
+    ``StoreError`` when ``path`` is not a semsearch index, and ``ConfigError`` when LanceDB is
+    chosen but its extra is not installed.
+    """
+    if backend == "lancedb":
+        from semsearch.store.lance import LanceStore  # optional extra: loaded only when chosen
+
+        return LanceStore(path, create=create)
+    return SqliteStore(path, create=create)

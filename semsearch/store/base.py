@@ -1,0 +1,208 @@
+"""What every index backend is: the :class:`Store` protocol and the records it reads and writes.
+
+No backend is imported here; both import this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from semsearch.lexical import LexicalQuery
+
+IdArray = np.ndarray[Any, np.dtype[np.int64]]
+FloatArray = np.ndarray[Any, np.dtype[np.float32]]
+
+
+@dataclass(frozen=True)
+class Folder:
+    """An indexed folder and its counts."""
+
+    id: int
+    path: str
+    name: str
+    last_indexed: float | None
+    files: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the index remembers about one file."""
+
+    id: int
+    rel: str
+    mtime_ns: int
+    size: int
+    sha256: str | None
+    status: str
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk to write (its vector travels separately, as a matrix row)."""
+
+    start_line: int
+    end_line: int
+    start_offset: int
+    end_offset: int
+    page: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """Replace one file's row and chunks. ``chunks`` is empty for non-ok statuses."""
+
+    folder_id: int
+    rel: str
+    mtime_ns: int
+    size: int
+    sha256: str | None
+    status: str
+    kind: str
+    chunks: tuple[ChunkRecord, ...] = ()
+    vectors: FloatArray | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A stored chunk with its file and folder, as search returns it."""
+
+    id: int
+    file_id: int
+    folder_path: str
+    folder_name: str
+    rel: str
+    kind: str
+    start_line: int
+    end_line: int
+    page: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file's id, folder and relative path (the search filter works on these)."""
+
+    id: int
+    folder_id: int
+    folder_name: str
+    folder_path: str
+    rel: str
+
+
+class Store(Protocol):
+    """What the indexer, search and :class:`semsearch.index.Index` need from an index backend.
+
+    Two backends implement it: ``SqliteStore`` (one SQLite file, :mod:`semsearch.store.sqlite`)
+    and ``LanceStore`` (a LanceDB folder, :mod:`semsearch.store.lance`); ``open_store`` picks
+    one. Reads may run while another process writes; writers serialise on ``write_lock``, which
+    the caller holds. Folder, file and chunk ids are the store's integers; chunk ids are never
+    reused. Every write may raise ``StoreError`` when the index cannot be written.
+    """
+
+    path: Path  # where the index lives, for messages
+
+    def generation(self) -> int:
+        """A number that changes with every committed write, by any process, and never repeats.
+
+        Callers keep what they read from the store with it and read again when it changed.
+        """
+
+    def model(self) -> tuple[str, int] | None:
+        """The (model id, dimension) the stored vectors were made with; None before any."""
+
+    def set_model(self, model_id: str, dim: int) -> None:
+        """Record the model of the vectors about to be written; nothing to do if it is stored.
+
+        Raises ``ModelMismatchError`` while chunks of another model exist (``clear_chunks``
+        first).
+        """
+
+    def ensure_folder(self, path: str, name: str) -> int:
+        """The id of the folder at the absolute ``path``, adding it (called ``name``) if new."""
+
+    def folders(self) -> list[Folder]:
+        """Every folder in the index with its ok-file and chunk counts, sorted by path."""
+
+    def file_states(self, folder_id: int) -> dict[str, FileState]:
+        """rel → state of every file remembered under a folder, whatever its status."""
+
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference, for every file that has chunks (status ``ok``).
+
+        The same dict comes back until the index changes: read it, never modify it.
+        """
+
+    def write_files(self, writes: Sequence[FileWrite]) -> None:
+        """Replace the rows and chunks of files, new ones or known by (folder id, rel).
+
+        Raises ``AssertionError`` when a write's vectors do not match its chunks, and
+        ``StoreError`` (LanceDB) when chunks come before ``set_model``.
+        """
+
+    def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
+        """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
+
+    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int:
+        """Forget files (and their chunks) under a folder; returns how many rels were given."""
+
+    def remove_folder(self, path: str) -> int:
+        """Purge a folder and everything under it; returns its ok files (0 if unknown)."""
+
+    def mark_indexed(self, folder_id: int) -> None:
+        """Stamp the folder with the time of its last complete index run."""
+
+    def clear_chunks(self) -> None:
+        """Drop every file and chunk and forget the model (a rebuild), keeping the folders."""
+
+    def preload(self) -> None:
+        """Read what ``nearest`` needs into memory if it is not there yet (a hint).
+
+        Search calls it while the embedding model loads in the background, so a cold search
+        reads the vectors and builds the model at the same time. ``nearest`` reads whatever
+        changed since (and everything, without a preload) itself.
+        """
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``pool`` chunks nearest to a unit query vector, best first.
+
+        Only chunks of ``file_ids`` count when it is given. Exact (a float32 matrix kept in
+        memory between calls, refreshed with what changed) unless the backend has an ANN index;
+        the scores are exact cosines either way. Raises ``ValueError`` when the query's length
+        is not the stored dimension: check ``model()`` first.
+        """
+
+    def lexical(self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None) -> list[int]:
+        """Ids of the chunks matching a full-text query, best BM25 first, at most ``limit``.
+
+        Only chunks of ``file_ids`` count when it is given. Any query text is safe: words are
+        quoted, never parsed as query syntax.
+        """
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked; unknown ids are left out."""
+
+    def maintain(self) -> None:
+        """Bring derived indexes up to date; run after every index run and folder removal."""
+
+    def size_bytes(self) -> int:
+        """Bytes the index takes on disk."""
+
+    def close(self) -> None:
+        """Release the store's connections; the object is not used afterwards."""
+
+
+def model_mismatch_message(path: Path, stored: str, current: str) -> str:
+    """The message for an index built with another model."""
+    return (
+        f"The index {path} was built with model {stored}, but the configured model is {current}. "
+        "Rebuild it with `semsearch index --force`, or point --index at another file."
+    )

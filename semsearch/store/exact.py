@@ -1,0 +1,87 @@
+"""Exact vector search: a store's vectors in memory as one float32 matrix, cosine top-k by numpy.
+
+The matrix is read once and then refreshed with only what changed: chunk ids are never reused,
+so the rows of deleted chunks are dropped and chunks with ids past the last one read are added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from semsearch.store.base import FloatArray, IdArray
+
+
+class VectorSource(Protocol):
+    """Where :class:`ExactVectors` reads: a store's write counter, chunk ids and vectors."""
+
+    def generation(self) -> int:
+        """A number that changes with every committed write."""
+
+    def chunk_ids(self) -> IdArray:
+        """All chunk ids, ascending."""
+
+    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) of chunks with id > min_id, in id order."""
+
+
+class ExactVectors:
+    """The vectors of a store in memory, refreshed when its generation changes."""
+
+    def __init__(self, source: VectorSource) -> None:
+        self._source = source
+        self.generation = -1  # of the source, when last read
+        self.ids: IdArray = np.zeros(0, dtype=np.int64)  # ascending
+        self.file_ids: IdArray = np.zeros(0, dtype=np.int64)
+        self.matrix: FloatArray = np.zeros((0, 0), dtype=np.float32)
+
+    @property
+    def is_loaded(self) -> bool:
+        """True once the vectors were read (later changes are read by ``nearest``)."""
+        return self.generation != -1
+
+    def refresh(self) -> None:
+        """Reload only what changed since the last refresh; nothing when nothing did."""
+        generation = self._source.generation()
+        if generation == self.generation:
+            return
+        kept = self._kept()
+        if kept is not None and kept.any():
+            ids, file_ids, matrix = self._source.vectors(int(self.ids[-1]))
+            self.ids = np.concatenate([self.ids[kept], ids])
+            self.file_ids = np.concatenate([self.file_ids[kept], file_ids])
+            self.matrix = np.ascontiguousarray(np.concatenate([self.matrix[kept], matrix]))
+        else:  # first load, or nothing left to keep: one read of everything
+            self.ids, self.file_ids, self.matrix = self._source.vectors(0)
+        self.generation = generation
+
+    def _kept(self) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
+        """Which rows in memory are still stored (None when there are none)."""
+        if not len(self.ids):
+            return None
+        return np.isin(self.ids, self._source.chunk_ids(), assume_unique=True)
+
+    def clear(self) -> None:
+        """Forget the matrix (its owner answers another way now); the next refresh reads all."""
+        self.generation = -1
+        self.ids = self.file_ids = np.zeros(0, dtype=np.int64)
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``pool`` nearest vectors among chunks of ``file_ids``."""
+        self.refresh()
+        if not len(self.ids):
+            return []
+        scores = self.matrix @ query.astype(np.float32)
+        if file_ids is not None:
+            allowed = np.fromiter(file_ids, dtype=np.int64, count=len(file_ids))
+            scores = np.where(np.isin(self.file_ids, allowed), scores, -np.inf)
+        pool = min(pool, len(scores))
+        best = np.argpartition(-scores, pool - 1)[:pool]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        best = best[np.isfinite(scores[best])]
+        return [(int(self.ids[i]), float(scores[i])) for i in best]

@@ -1,0 +1,94 @@
+"""The SQLite index's DDL and migrations, and how its connections are opened.
+
+The format itself is described in :mod:`semsearch.store.sqlite`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from semsearch.lexical import chunk_terms, definitions
+
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_MS = 30_000
+
+# Schema version 1: the tables. Its first form also had an external-content FTS5 table over
+# `text`; version 2 replaced it with the contentless three-column table (FTS_SQL).
+TABLES_SQL = """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE folders(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, name TEXT NOT NULL, last_indexed REAL);
+    CREATE TABLE files(
+        id INTEGER PRIMARY KEY,
+        folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+        rel TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT,
+        status TEXT NOT NULL, kind TEXT, UNIQUE(folder_id, rel));
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
+        text TEXT NOT NULL, vector BLOB NOT NULL);
+    CREATE INDEX chunks_file ON chunks(file_id);
+"""
+
+FTS_SQL = """
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
+            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),
+            ss_defines(new.text));
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines) VALUES ('delete', old.id,
+            old.text, ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text),
+            ss_defines(old.text));
+    END;
+    INSERT INTO chunks_fts(rowid, text, terms, defines)
+        SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
+        FROM chunks c JOIN files x ON x.id = c.file_id;
+"""
+
+# Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
+# stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
+MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL)
+PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection with the busy timeout, foreign keys and the SQL functions the triggers call."""
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.create_function("ss_terms", 2, _terms, deterministic=True)
+    conn.create_function("ss_defines", 1, _defines, deterministic=True)
+    return conn
+
+
+def _defines(text: str) -> str:
+    return " ".join(definitions(text))
+
+
+def _terms(rel: str | None, text: str) -> str:
+    if rel is None:  # the file row must still exist when its chunks are written or deleted
+        raise ValueError("chunk without a file row")
+    return chunk_terms(rel, text)
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN … END)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.strip().splitlines():
+        buffer += line + "\n"
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements

@@ -48,7 +48,7 @@ from benchlib import (
 from semsearch.config import BACKENDS, load_settings
 from semsearch.embedder import OnnxEmbedder, load_tokenizer
 from semsearch.index import Index
-from semsearch.search import POOL_MIN
+from semsearch.ranking import POOL_MIN
 from semsearch.store import ChunkRecord, FileWrite, open_store
 
 CHUNKS_PER_FILE = 10

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from typing_extensions import NotRequired, TypedDict
 
+from semsearch.config import DEFAULT_TOP_K
 from semsearch.folders import FolderInfo
 from semsearch.search import Hit
 
@@ -88,7 +89,7 @@ FolderParam = Annotated[OptionalText, Field(description="Only this folder (name 
 PathGlob = Annotated[
     OptionalText, Field(description='Only paths matching this glob, e.g. "*.md" or "src/**"')
 ]
-KParam = Annotated[TopK, Field(description="Number of results (default 5)")]
+KParam = Annotated[TopK, Field(description=f"Number of results (default {DEFAULT_TOP_K})")]
 """The k parameter of search and gather."""
 
 

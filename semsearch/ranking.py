@@ -20,6 +20,15 @@ from semsearch.lexical import STOP_WORDS, definitions, path_terms
 
 # Each knob with the reason for its value; bench/RESULTS.md has the measurements behind them.
 RRF_K = 20  # RRF constant: 20 beat the paper's 60 on SciFact and on code search
+POOL_MIN = 100  # each arm ranks max(POOL_PER_K x k, POOL_MIN) chunks; came with rrfK 20 (+0.014)
+POOL_PER_K = 5  # the arm pool per requested hit, so a large k still fuses deep lists
+CANDIDATES = 60  # fused candidates the priors may reorder, at least; 100 measured no better
+CANDIDATES_PER_K = 4  # ... or this many per requested hit when k is large
+DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the definitions arm)
+# BM25 weights of the FTS columns: the chunk text counts fully; the path/identifier terms and the
+# defined names half, so a file's name lifts its chunks without drowning their text. (1, 1, 0.5),
+# (1, 0.25, 0.5) and (1, 0.5, 1) measured within noise or worse.
+COLUMN_WEIGHTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}
 DEFINITION_BOOST = 1.5  # a chunk defining a queried symbol; 2.0 measured no better
 FILE_DECAY = 0.5  # n-th chunk of one file x FILE_DECAY**(n-1): 0.35/0.7/1.0 measured worse
 

@@ -17,20 +17,29 @@ from typing import Any
 
 import pathspec
 
-from semsearch.config import MODES, Mode
+from semsearch.config import DEFAULT_TOP_K, MODES, Mode
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.lexical import LexicalQuery, lexical_query
-from semsearch.ranking import FILE_DECAY, QueryInfo, chunk_priors, defines_queried, query_info
+from semsearch.ranking import (
+    CANDIDATES,
+    CANDIDATES_PER_K,
+    DEFINITION_POOL,
+    FILE_DECAY,
+    POOL_MIN,
+    POOL_PER_K,
+    RRF_K,
+    QueryInfo,
+    chunk_priors,
+    defines_queried,
+    query_info,
+)
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 
-CANDIDATES = 60  # fused candidates that priors may reorder
 # One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
 # two threads at once (the caller waits for the result before touching the store again; the
 # store's vector arm, which runs meanwhile, reads through a connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
-POOL_MIN = 100  # each arm ranks at least this many chunks (5k when k is larger)
-DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first
 
 
 @dataclass(frozen=True)
@@ -73,11 +82,11 @@ class Hit:
 class SearchOptions:
     """What to search for and where."""
 
-    k: int = 5
+    k: int = DEFAULT_TOP_K
     folder: str | None = None
     glob: str | None = None
     mode: Mode = "hybrid"
-    rrf_k: int = 20
+    rrf_k: int = RRF_K
 
 
 def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
@@ -132,7 +141,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     allowed = allowed_files(refs, options.folder, options.glob)
     if allowed is not None and not allowed:
         return []
-    pool = max(options.k * 5, POOL_MIN)
+    pool = max(options.k * POOL_PER_K, POOL_MIN)
     info = query_info(query)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
@@ -197,7 +206,7 @@ def _assemble(
         for name, ranking in arms.items()
     }
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]] = []
-    for row in store.chunks(order[: max(k * 4, CANDIDATES)]):
+    for row in store.chunks(order[: max(k * CANDIDATES_PER_K, CANDIDATES)]):
         priors = chunk_priors(row.rel, row.text, info)
         candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
     return _select(candidates, k, ranks)

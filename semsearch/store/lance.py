@@ -42,6 +42,7 @@ import numpy as np
 from semsearch.config import LANCEDB_MISSING
 from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
 from semsearch.lexical import TERMS_VERSION, LexicalQuery
+from semsearch.ranking import COLUMN_WEIGHTS
 from semsearch.store.base import (
     ChunkRow,
     FileRef,
@@ -59,7 +60,7 @@ try:  # the sibling modules import lancedb and pyarrow too
     import pyarrow as pa
     from lancedb.index import FTS, BTree, HnswSq
 
-    from semsearch.store.lance_query import COLUMN_BOOSTS, ann_nearest, full_text
+    from semsearch.store.lance_query import ann_nearest, full_text
     from semsearch.store.lance_tables import (
         FILES,
         FOLDERS,
@@ -200,7 +201,7 @@ class LanceStore:
         if chunks is not None:
             self._db.drop_table("chunks")
         self._chunks = self._db.create_table("chunks", schema=chunk_schema(dim))
-        for column in COLUMN_BOOSTS:
+        for column in COLUMN_WEIGHTS:
             self._chunks.create_index(
                 column, config=FTS(remove_stop_words=False, stem=True, ascii_folding=True)
             )

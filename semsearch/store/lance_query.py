@@ -20,11 +20,11 @@ from lancedb.query import (
 )
 
 from semsearch.lexical import LexicalQuery
+from semsearch.ranking import COLUMN_WEIGHTS
 from semsearch.store.lance_tables import ids_sql, retry
 
 ANN_EF = 96  # HNSW search breadth; with one re-ranking pass, recall@10 0.995 at 1M (bench)
 ANN_NPROBES = 4  # IVF partitions searched
-COLUMN_BOOSTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}  # as the SQLite store's bm25 weights
 _TOKEN = re.compile(r"\w+")
 ANY, ALL = FullTextOperator.OR, FullTextOperator.AND
 
@@ -36,7 +36,7 @@ def full_text(query: LexicalQuery) -> FullTextQuery | None:
     needs all its words in one column (the index keeps no positions).
     """
     columns = list(query.columns)
-    boosts = [COLUMN_BOOSTS.get(c, 1.0) for c in columns]
+    boosts = [COLUMN_WEIGHTS.get(c, 1.0) for c in columns]
     clauses: list[FullTextQuery] = []
     for alternative in query.alternatives:
         words = _TOKEN.findall(alternative)

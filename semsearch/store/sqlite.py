@@ -44,6 +44,7 @@ import numpy as np
 
 from semsearch.errors import IndexMissingError, ModelMismatchError, StoreError
 from semsearch.lexical import TERMS_VERSION, LexicalQuery
+from semsearch.ranking import COLUMN_WEIGHTS
 from semsearch.store.base import (
     ChunkRow,
     FileRef,
@@ -64,7 +65,8 @@ from semsearch.store.sqlite_schema import (
     split_sql,
 )
 
-BM25_WEIGHTS = "1.0, 0.5, 0.5"  # BM25 weights of chunks_fts's text, terms, defines
+# bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
+BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))
 
 
 class SqliteStore:

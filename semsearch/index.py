@@ -2,10 +2,9 @@
 
 The CLI and the MCP server are thin adapters over this class::
 
-    from semsearch.config import load_settings
-    from semsearch.index import Index
+    import semsearch
 
-    index = Index(load_settings(os.environ))
+    index = semsearch.Index(semsearch.load_settings(os.environ))
     index.update()                       # the configured folders
     for hit in index.search("how does the retry logic work"):
         print(hit.path, hit.start_line, hit.score)

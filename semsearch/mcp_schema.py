@@ -101,7 +101,16 @@ class HitJson(TypedDict):
     startLine: Annotated[int, Field(description="First line of the chunk (1-based)")]
     endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
     page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
-    score: Annotated[float, Field(description="Relevance, higher is better (best 1.0)")]
+    score: Annotated[
+        float,
+        Field(
+            description=(
+                "Relevance from 0 to 1, higher is better: the fused rank score times the ranking "
+                "priors, divided by the largest product of priors possible for the query, so 1.0 "
+                "is the best possible (vector mode: the cosine similarity times the priors)"
+            )
+        ),
+    ]
     text: Annotated[str, Field(description="The chunk's text")]
 
 

@@ -16,6 +16,8 @@ from typing_extensions import NotRequired, TypedDict
 
 from semsearch.config import DEFAULT_TOP_K
 from semsearch.folders import FolderInfo
+from semsearch.grep import GrepResult
+from semsearch.passage import Gathered, LineRange, Passage
 from semsearch.search import Hit
 
 MAX_K = 50
@@ -102,7 +104,16 @@ class HitJson(TypedDict):
     startLine: Annotated[int, Field(description="First line of the chunk (1-based)")]
     endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
     page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
-    score: Annotated[float, Field(description="Relevance, higher is better (best 1.0)")]
+    score: Annotated[
+        float,
+        Field(
+            description=(
+                "Relevance from 0 to 1, higher is better: the fused rank score times the ranking "
+                "priors, divided by the largest product of priors possible for the query, so 1.0 "
+                "is the best possible (vector mode: the cosine similarity times the priors)"
+            )
+        ),
+    ]
     text: Annotated[str, Field(description="The chunk's text")]
 
 
@@ -111,6 +122,75 @@ class SearchOutput(TypedDict):
 
     results: list[HitJson]
     truncated: Annotated[bool, Field(description="A text was cut at 4,000 characters")]
+
+
+class PassageJson(TypedDict):
+    """The lines a gather result shows."""
+
+    startLine: Annotated[int, Field(description="First line shown (1-based)")]
+    endLine: Annotated[int, Field(description="Last line shown (inclusive)")]
+    text: Annotated[str, Field(description="The lines (the indexed text when note says so)")]
+    note: NotRequired[
+        Annotated[str, Field(description="Why the indexed text is shown instead of the file's")]
+    ]
+
+
+class GatherHitJson(TypedDict):
+    """One gather result: the hit (as search gives it, without its text) and its passage."""
+
+    filePath: Annotated[str, Field(description="Absolute path of the file")]
+    folder: Annotated[str, Field(description="Name of the configured folder")]
+    relPath: Annotated[str, Field(description="Path relative to the folder")]
+    startLine: Annotated[int, Field(description="First line of the chunk (1-based)")]
+    endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
+    page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
+    score: Annotated[float, Field(description="Relevance from 0 to 1, as search reports it")]
+    passage: PassageJson
+
+
+class GatherOutput(TypedDict):
+    """The gather tool's structured result: the results the markdown block shows."""
+
+    results: list[GatherHitJson]
+    truncated: Annotated[
+        bool, Field(description="The 256 KiB cap dropped results or cut the first one")
+    ]
+
+
+class LinesOutput(TypedDict):
+    """The cat_file tool's structured result."""
+
+    filePath: Annotated[str, Field(description="Absolute path of the file")]
+    folder: Annotated[str, Field(description="Name of the configured folder")]
+    relPath: Annotated[str, Field(description="Path relative to the folder")]
+    startLine: Annotated[int, Field(description="First line shown (1-based)")]
+    endLine: Annotated[int, Field(description="Last line shown, inclusive (0: empty file)")]
+    totalLines: Annotated[int, Field(description="Lines in the whole file")]
+    text: Annotated[str, Field(description="The lines, joined by newlines")]
+    truncated: Annotated[bool, Field(description="The 256 KiB cap stopped before endLine")]
+    note: NotRequired[Annotated[str, Field(description="Where to continue when truncated")]]
+
+
+class GrepMatchJson(TypedDict):
+    """One matching line."""
+
+    filePath: Annotated[str, Field(description="Absolute path of the file")]
+    folder: Annotated[str, Field(description="Name of the configured folder")]
+    relPath: Annotated[str, Field(description="Path relative to the folder")]
+    line: Annotated[int, Field(description="Line number (1-based)")]
+    text: Annotated[str, Field(description="The line (a window around the match if long)")]
+    page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
+
+
+class GrepOutput(TypedDict):
+    """The grep tool's structured result."""
+
+    matches: list[GrepMatchJson]
+    truncated: Annotated[bool, Field(description="More lines match than maxResults")]
+    filesSearched: NotRequired[
+        Annotated[int, Field(description="Files searched (absent when truncated: it stopped)")]
+    ]
+    warnings: Annotated[list[str], Field(description="Files that could not be read, and why")]
 
 
 class FolderJson(TypedDict):
@@ -165,6 +245,70 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     if hit.page is not None:
         row["page"] = hit.page
     return row
+
+
+def gather_json(gathered: Gathered) -> dict[str, Any]:
+    """The gather tool's structured result (:class:`GatherOutput`)."""
+    results = []
+    for hit, passage in gathered.shown:
+        row = hit_json(hit)
+        del row["text"]
+        row["passage"] = passage_json(passage)
+        results.append(row)
+    return {"results": results, "truncated": gathered.is_truncated}
+
+
+def passage_json(passage: Passage) -> dict[str, Any]:
+    """A gather result's passage (:class:`PassageJson`)."""
+    row: dict[str, Any] = {
+        "startLine": passage.first_line,
+        "endLine": passage.last_line,
+        "text": passage.text,
+    }
+    if passage.note:
+        row["note"] = passage.note
+    return row
+
+
+def lines_json(lines: LineRange) -> dict[str, Any]:
+    """The cat_file tool's structured result (:class:`LinesOutput`)."""
+    row: dict[str, Any] = {
+        "filePath": lines.path,
+        "folder": lines.folder,
+        "relPath": lines.rel,
+        "startLine": lines.first_line,
+        "endLine": lines.last_line,
+        "totalLines": lines.line_count,
+        "text": lines.text,
+        "truncated": lines.is_truncated,
+    }
+    if lines.note:
+        row["note"] = lines.note
+    return row
+
+
+def grep_json(result: GrepResult) -> dict[str, Any]:
+    """The grep tool's structured result (:class:`GrepOutput`)."""
+    matches = []
+    for match in result.matches:
+        row: dict[str, Any] = {
+            "filePath": match.path,
+            "folder": match.folder,
+            "relPath": match.rel,
+            "line": match.line,
+            "text": match.text,
+        }
+        if match.page is not None:
+            row["page"] = match.page
+        matches.append(row)
+    payload: dict[str, Any] = {
+        "matches": matches,
+        "truncated": result.truncated,
+        "warnings": list(result.warnings),
+    }
+    if not result.truncated:
+        payload["filesSearched"] = result.files_searched
+    return payload
 
 
 def folder_json(folder: FolderInfo) -> dict[str, Any]:

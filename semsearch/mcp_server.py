@@ -10,11 +10,12 @@ Caps (each response says when it hit one): ``k`` ≤ 50 and a hit's text ≤ 4,0
 ``cat_file`` call; ``maxResults`` ≤ 500 lines of at most 240 characters and a 10 s budget for
 ``grep``; at most 50 problems per folder in an ``index`` report.
 
-gather and cat_file are :func:`~semsearch.passage.gather_block` and
+gather and cat_file are :func:`~semsearch.passage.gather` and
 :func:`~semsearch.passage.read_lines`; :mod:`semsearch.mcp_schema` holds the parameter types and
-result shapes. Errors are tool results with ``isError`` and a message saying what to do, never a
-traceback. stdout carries only the protocol (the SDK points fd 1 at stderr while it serves); logs
-go to stderr.
+result shapes. Every tool returns structured content, with an output schema, besides its text.
+Errors are tool results with ``isError`` and a message saying what to do, never a traceback; bad
+arguments get one plain sentence each (:mod:`semsearch.mcp_args`). stdout carries only the
+protocol (the SDK points fd 1 at stderr while it serves); logs go to stderr.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from semsearch import __version__
 from semsearch.access import Locator
@@ -48,6 +49,7 @@ from semsearch.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
 from semsearch.indexer import FileEvent
+from semsearch.mcp_args import argument_errors, unknown_arguments
 from semsearch.mcp_schema import (
     HIT_TEXT_CHARS,
     MAX_GREP_RESULTS,
@@ -55,21 +57,27 @@ from semsearch.mcp_schema import (
     ContextLines,
     FolderParam,
     FoldersOutput,
+    GatherOutput,
     GrepCount,
+    GrepOutput,
     IndexOutput,
     KParam,
     LineNumber,
+    LinesOutput,
     OptionalFlag,
     OptionalText,
     PathGlob,
     Query,
     SearchOutput,
     folder_json,
+    gather_json,
+    grep_json,
     hit_json,
+    lines_json,
     plain_schema,
     trim_report,
 )
-from semsearch.passage import gather_block, read_lines
+from semsearch.passage import gather, read_lines
 from semsearch.search import Hit
 
 logger = logging.getLogger("semsearch.mcp")
@@ -93,7 +101,10 @@ def _text(text: str, is_error: bool = False) -> CallToolResult:
 
 
 def _json(payload: dict[str, Any]) -> CallToolResult:
-    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    return _structured(json.dumps(payload, indent=2, ensure_ascii=False), payload)
+
+
+def _structured(text: str, payload: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
 
@@ -189,17 +200,19 @@ class Tools:
         ] = 0,
         folder: FolderParam = None,
         pathGlob: PathGlob = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, GatherOutput]:
         """Search like `search`, formatted as one markdown block to drop into a context window.
 
         Each result is a header `### [i/n]  folder  ·  path  ·  line N  ·  score S` and the
         text in a fence. contextLines adds lines read from the file around the chunk (not for
-        PDF/DOCX, nor when the file changed since it was indexed). At most 256 KiB.
+        PDF/DOCX, nor when the file changed since it was indexed). At most 256 KiB. The
+        structured content has the same results: each hit and the passage shown for it.
         """
         settings = self.settings()
         hits = self._search(settings, query, k, folder, pathGlob)
         locator = Locator(settings.roots, ignore_settings(settings))
-        return _text(gather_block(hits, contextLines or 0, locator))
+        gathered = gather(hits, contextLines or 0, locator)
+        return _structured(gathered.text, gather_json(gathered))
 
     @_reported
     def list_folders(self) -> Annotated[CallToolResult, FoldersOutput]:
@@ -229,7 +242,7 @@ class Tools:
         endLine: Annotated[
             LineNumber, Field(description="Last line, inclusive (default: end of file)")
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, LinesOutput]:
         """Read a file inside a configured folder, optionally a line range.
 
         Files outside the folders, and files the indexer skips (.gitignore, .indexignore,
@@ -238,7 +251,8 @@ class Tools:
         """
         settings = self.settings()
         locator = Locator(settings.roots, ignore_settings(settings))
-        return _text(read_lines(locator, filePath, startLine, endLine).as_text())
+        lines = read_lines(locator, filePath, startLine, endLine)
+        return _structured(lines.as_text(), lines_json(lines))
 
     @_reported
     def grep(
@@ -253,7 +267,7 @@ class Tools:
         regex: Annotated[
             OptionalFlag, Field(description="Treat pattern as a Python regular expression")
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, GrepOutput]:
         """Exact search, line by line, in the files the indexer reads (never ignored or
         binary files). Literal and case-insensitive by default. Returns folder, relative path,
         line number and the line; stops after maxResults lines and a 10 s time budget."""
@@ -365,7 +379,30 @@ def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:
             f"(showing first {options.max_results} matches; there are more. Narrow the search "
             f"with folder or fileGlob, or raise maxResults, at most {MAX_GREP_RESULTS}.)"
         )
-    return _text("\n".join(lines))
+    return _structured("\n".join(lines), grep_json(result))
+
+
+class _CheckedTool(Tool):
+    """A tool that answers bad arguments with one plain sentence each instead of pydantic's
+    report (the SDK's :meth:`Tool.run` turns a ``ValidationError`` into that report's text)."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
+    ) -> Any:
+        """Check the arguments, then run the tool as the SDK does."""
+        problems = unknown_arguments(self.name, self.parameters, arguments)
+        known = {
+            name: value
+            for name, value in arguments.items()
+            if name in self.parameters.get("properties", {})
+        }
+        try:
+            self.fn_metadata.validate_arguments(known)
+        except ValidationError as exc:
+            problems += argument_errors(self.parameters, exc.errors())
+        if problems:
+            return _text(" ".join(problems), is_error=True)
+        return await super().run(arguments, context, convert_result)
 
 
 TOOLS: tuple[tuple[str, str, bool], ...] = (
@@ -391,7 +428,7 @@ def build_server(index_flag: str | None) -> MCPServer:
             open_world_hint=False,
         )
         fn = getattr(tools, name)
-        tool = Tool.from_function(
+        tool = _CheckedTool.from_function(
             fn,
             name=name,
             title=title,

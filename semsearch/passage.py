@@ -4,7 +4,8 @@
 a backtick fence longer than any backtick run inside it. With ``context_lines`` the text is
 whole lines read from the file around the chunk, exactly aligned with the line numbers search
 reports; when that cannot be done (PDF/DOCX, file unreadable, file changed since indexing) the
-indexed text is shown instead and the header says why. :func:`read_lines` reads a line range of
+indexed text is shown instead and the header says why; :func:`gather` also gives the hits and
+passages the block shows, for structured output. :func:`read_lines` reads a line range of
 a file inside the configured folders, as the indexer reads it (PDF/DOCX give their extracted
 text).
 
@@ -16,7 +17,7 @@ ends the last line rather than starting another.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from semsearch.access import Locator, read_text
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
@@ -40,6 +41,26 @@ class Passage:
     text: str
     note: str = ""
 
+    @property
+    def last_line(self) -> int:
+        """The last line shown (inclusive)."""
+        return self.first_line + self.text.count("\n")
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What a gather call shows: the hits with their passages, the block, the hits found.
+
+    ``shown`` holds the hits whose sections fit in :data:`TEXT_CAP_BYTES` (a first section larger
+    than the cap is shown cut, its passage text cut with it); ``is_truncated`` when some hits were
+    dropped or a text was cut.
+    """
+
+    shown: tuple[tuple[Hit, Passage], ...]
+    found: int
+    text: str
+    is_truncated: bool = False
+
 
 @dataclass(frozen=True)
 class LineRange:
@@ -47,7 +68,8 @@ class LineRange:
 
     ``last_line`` is the last line shown: fewer than asked for when the range passed
     :data:`TEXT_CAP_BYTES`, and then ``note`` says where to continue. ``folder`` is the name of
-    the configured folder holding the file, ``rel`` its path inside that folder.
+    the configured folder holding the file, ``rel`` its path inside that folder and ``path`` its
+    absolute path (the folder's path joined with ``rel``, so left out of comparisons).
     """
 
     folder: str
@@ -57,6 +79,12 @@ class LineRange:
     line_count: int
     text: str
     note: str = ""
+    path: str = field(default="", compare=False)
+
+    @property
+    def is_truncated(self) -> bool:
+        """True when the cap stopped the range early (the note says where to continue)."""
+        return bool(self.note)
 
     def as_text(self) -> str:
         """A header naming the folder, file and lines, a blank line, the text, then the note."""
@@ -82,13 +110,24 @@ def gather_block(hits: Sequence[Hit], context_lines: int, locator: Locator) -> s
     Each hit is a header ``### [i/n]  folder  ·  path  ·  line N  ·  score S`` (plus the PDF
     page and a fallback note when there is one) and its :func:`read_passage` text in a fence.
     """
+    return gather(hits, context_lines, locator).text
+
+
+def gather(hits: Sequence[Hit], context_lines: int, locator: Locator) -> Gathered:
+    """The :func:`gather_block` of the hits, with the hits and passages it shows."""
     if not hits:
-        return "No results."
+        return Gathered((), 0, "No results.")
+    passages = [read_passage(hit, context_lines, locator) for hit in hits]
     sections = [
-        format_section(number, len(hits), hit, read_passage(hit, context_lines, locator))
-        for number, hit in enumerate(hits, start=1)
+        format_section(number, len(hits), hit, passage)
+        for number, (hit, passage) in enumerate(zip(hits, passages, strict=True), start=1)
     ]
-    return join_capped(sections)
+    fitting = count_fitting(sections)
+    shown = list(zip(hits[:fitting], passages[:fitting], strict=True))
+    if not fitting:  # the first section alone is over the cap: it is shown cut
+        shown = [(hits[0], replace(passages[0], text=cut_bytes(passages[0].text, TEXT_CAP_BYTES)))]
+    is_cut = fitting < len(sections)
+    return Gathered(tuple(shown), len(hits), join_capped(sections), is_cut)
 
 
 def read_passage(hit: Hit, context_lines: int, locator: Locator) -> Passage:
@@ -149,20 +188,26 @@ def join_capped(sections: Sequence[str]) -> str:
     A note after the last section shown says how many were shown; a first section larger than
     the cap is itself cut (at a character boundary) and marked.
     """
-    shown: list[str] = []
+    fitting = count_fitting(sections)
+    shown = list(sections[:fitting])
+    if fitting < len(sections):
+        if not shown:
+            shown.append(cut_bytes(sections[0], TEXT_CAP_BYTES) + f"\n…[cut at {TEXT_CAP}]")
+        shown.append(
+            f"({len(shown)} of {len(sections)} results shown: the block is capped at "
+            f"{TEXT_CAP}. Lower k or contextLines.)"
+        )
+    return "\n\n".join(shown)
+
+
+def count_fitting(sections: Sequence[str]) -> int:
+    """How many of the first sections, joined by blank lines, fit in :data:`TEXT_CAP_BYTES`."""
     size = 0
-    for section in sections:
+    for count, section in enumerate(sections):
         size += len(section.encode()) + 2
         if size > TEXT_CAP_BYTES:
-            if not shown:
-                shown.append(cut_bytes(section, TEXT_CAP_BYTES) + f"\n…[cut at {TEXT_CAP}]")
-            shown.append(
-                f"({len(shown)} of {len(sections)} results shown: the block is capped at "
-                f"{TEXT_CAP}. Lower k or contextLines.)"
-            )
-            break
-        shown.append(section)
-    return "\n\n".join(shown)
+            return count
+    return len(sections)
 
 
 def cut_bytes(text: str, limit: int) -> str:
@@ -191,7 +236,10 @@ def read_lines(
     if first > len(lines) and lines:
         raise UsageError(f"startLine {first} is past the end of the file ({len(lines)} lines).")
     body, shown, note = take_lines(lines, first, last)
-    return LineRange(located.root.name, located.entry.rel, first, shown, len(lines), body, note)
+    where = str(located.entry.path)
+    return LineRange(
+        located.root.name, located.entry.rel, first, shown, len(lines), body, note, where
+    )
 
 
 def _check_range(start_line: int | None, end_line: int | None) -> None:

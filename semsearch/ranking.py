@@ -8,6 +8,10 @@
   modules (``_internal/``, ``_utils.py``), are down-weighted, unless the query asks for them.
 - Many chunks of one file get diminishing returns: the n-th chunk of a file is multiplied by
   ``FILE_DECAY ** (n - 1)``, so the top results spread over files.
+
+Only the definition boost raises a score, so :func:`best_prior` (the boost when the query names a
+symbol, else 1) is the largest product of priors any chunk can get for a query; the search divides
+the reported hybrid and bm25 scores by it to keep them in [0, 1] without changing their order.
 """
 
 from __future__ import annotations
@@ -136,6 +140,12 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
             priors.append((f"{label} file", factor))
             break
     return priors
+
+
+def best_prior(info: QueryInfo) -> float:
+    """The largest product of priors a chunk can get for the query: :data:`DEFINITION_BOOST` when
+    it names a symbol, else 1 (the path kinds and the file decay only lower a score)."""
+    return DEFINITION_BOOST if info.names else 1.0
 
 
 @functools.lru_cache(maxsize=65_536)

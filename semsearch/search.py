@@ -2,7 +2,10 @@
 
 Scores: in ``hybrid`` and ``bm25`` modes a hit's score is its RRF sum divided by the best sum
 possible (a chunk ranked first by every arm scores 1.0), so scores are on one scale whichever
-arms matched. In ``vector`` mode the score is the cosine similarity.
+arms matched; the ranking priors multiply it, and the reported score is then divided by the
+largest product of priors possible for the query (:func:`~semsearch.ranking.best_prior`), so it
+stays in [0, 1] and the order is the priors' order. In ``vector`` mode the score is the cosine
+similarity times the priors, not rescaled.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pathspec
@@ -30,6 +33,7 @@ from semsearch.ranking import (
     POOL_PER_K,
     RRF_K,
     QueryInfo,
+    best_prior,
     chunk_priors,
     defines_queried,
     query_info,
@@ -159,12 +163,14 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
-        scores = dict(nearest)
-    else:
-        used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
-        best_possible = len(used) / (options.rrf_k + 1)
-        scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
-    return _assemble(store, info, options.k, scores, arms)
+        return _assemble(store, info, options.k, dict(nearest), arms)
+    used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
+    best_possible = len(used) / (options.rrf_k + 1)
+    scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
+    # Rescaled after ranking, so the order is exactly the priors' order.
+    ceiling = best_prior(info)
+    hits = _assemble(store, info, options.k, scores, arms)
+    return [replace(hit, score=hit.score / ceiling) for hit in hits]
 
 
 def _lexical_arms(

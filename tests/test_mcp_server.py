@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters
@@ -503,7 +504,7 @@ def test_a_name_shared_by_two_folders_is_refused_by_every_tool(
     [
         ("search", {"query": "x", "k": 0}, "must be between 1 and 50, got 0"),
         ("search", {"query": "x", "k": 51}, "must be between 1 and 50, got 51"),
-        ("search", {"query": "x", "k": "many"}, "valid integer"),
+        ("search", {"query": "x", "k": "many"}, "k must be a whole number between 1 and 50"),
         ("search", {"query": "x", "k": True}, "not true/false"),
         ("search", {}, "query"),
         ("search", {"query": "  "}, "The query is empty"),
@@ -574,3 +575,179 @@ def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]
         assert listing["indexPath"] == str(home / ".local" / "share" / "semsearch" / "lancedb")
     finally:
         session.close()
+
+
+# --- Plain argument errors; structured content of gather, cat_file and grep; scores <= 1 -------
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "sentence"),
+    [
+        ("search", {"query": "x", "k": 0}, "k must be between 1 and 50, got 0."),
+        (
+            "search",
+            {"query": "x", "k": "many"},
+            'k must be a whole number between 1 and 50, got "many".',
+        ),
+        (
+            "search",
+            {"query": "x", "limit": 3},
+            'Unknown argument "limit": search takes query, k, folder, pathGlob.',
+        ),
+        (
+            "gather",
+            {"query": "x", "contextLines": 2.5},
+            "contextLines must be a whole number between 0 and 100, got 2.5.",
+        ),
+        ("gather", {}, "query is required: what to look for, in natural language."),
+        (
+            "list_folders",
+            {"verbose": True},
+            'Unknown argument "verbose": list_folders takes no arguments.',
+        ),
+        ("cat_file", {}, "filePath is required: absolute path, as returned by search/grep."),
+        (
+            "cat_file",
+            {"filePath": "/x", "startLine": [1]},
+            "startLine must be a whole number of at least 1, got [1].",
+        ),
+        ("grep", {"pattern": 7}, "pattern must be a string, got 7."),
+        ("grep", {"pattern": "x", "regex": "maybe"}, 'regex must be true or false, got "maybe".'),
+        (
+            "index",
+            {"maxFiles": True},
+            "maxFiles must be a whole number of at least 1, not true/false.",
+        ),
+    ],
+)
+def test_a_bad_argument_is_one_plain_sentence(
+    client: Client, tool: str, args: dict[str, Any], sentence: str
+) -> None:
+    assert error(client.call(tool, args)) == sentence
+
+
+def test_each_bad_argument_gets_its_own_sentence(client: Client) -> None:
+    message = error(client.call("grep", {"pattern": None, "maxResults": 0, "color": "red"}))
+    assert message == (
+        'Unknown argument "color": grep takes pattern, folder, fileGlob, caseSensitive, '
+        "maxResults, regex. pattern must be a string, got null. "
+        "maxResults must be between 1 and 500, got 0."
+    )
+    assert "pydantic" not in message and "http" not in message and "\n" not in message
+
+
+def output_schemas(client: Client) -> dict[str, dict[str, Any]]:
+    return {tool.name: tool.output_schema for tool in client.list_tools() if tool.output_schema}
+
+
+def structured(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The tool's structured content, checked against the output schema the tool declares."""
+    result = client.call(tool, args)
+    ok(result)
+    payload = result.structured_content
+    assert isinstance(payload, dict)
+    jsonschema.validate(payload, output_schemas(client)[tool])
+    return payload
+
+
+def test_every_tool_declares_an_output_schema(client: Client) -> None:
+    schemas = output_schemas(client)
+    assert set(schemas) == {"search", "gather", "list_folders", "cat_file", "grep", "index"}
+    assert schemas["grep"]["required"] == ["matches", "truncated", "warnings"]
+    assert schemas["cat_file"]["required"] == [
+        "filePath",
+        "folder",
+        "relPath",
+        "startLine",
+        "endLine",
+        "totalLines",
+        "text",
+        "truncated",
+    ]
+    assert schemas["gather"]["required"] == ["results", "truncated"]
+
+
+def test_grep_matches_are_structured(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    payload = structured(
+        client, "grep", {"pattern": r"^line 00000\d", "regex": True, "maxResults": 2}
+    )
+    assert payload["matches"] == [
+        {
+            "filePath": str(world["shop"] / "data/lines.txt"),
+            "folder": "shop",
+            "relPath": "data/lines.txt",
+            "line": n + 1,
+            "text": f"line 00000{n} {'z' * 50}",
+        }
+        for n in range(2)
+    ]
+    assert payload["truncated"] is True and "filesSearched" not in payload
+    none = structured(client, "grep", {"pattern": "no-such-text-anywhere"})
+    assert (none["matches"], none["truncated"], none["warnings"]) == ([], False, [])
+    assert none["filesSearched"] >= 5
+
+
+def test_cat_file_line_range_is_structured(client: Client, world: dict[str, Path]) -> None:
+    path = str(world["shop"] / "data/lines.txt")
+    result = client.call("cat_file", {"filePath": path, "startLine": 10, "endLine": 11})
+    payload = structured(client, "cat_file", {"filePath": path, "startLine": 10, "endLine": 11})
+    assert payload == {
+        "filePath": path,
+        "folder": "shop",
+        "relPath": "data/lines.txt",
+        "startLine": 10,
+        "endLine": 11,
+        "totalLines": 20,
+        "text": f"line 000009 {'z' * 50}\nline 000010 {'z' * 50}",
+        "truncated": False,
+    }
+    assert text(result).endswith(payload["text"])  # the text content is still the header + text
+
+
+def test_cat_file_cap_is_structured(client: Client, world: dict[str, Path], cli: Any) -> None:
+    line = f"line 000000 {'z' * 50}\n"
+    big = write_tree(world["base"] / "big2", {"big.txt": line * 6000})
+    assert cli("add", str(big)) == 0
+    try:
+        payload = structured(client, "cat_file", {"filePath": str(big / "big.txt")})
+    finally:
+        assert cli("remove", "big2") == 0
+    shown = 256 * 1024 // len(line)
+    assert (payload["startLine"], payload["endLine"], payload["totalLines"]) == (1, shown, 6000)
+    assert payload["truncated"] is True
+    assert f"startLine={shown + 1}" in payload["note"]
+
+
+def test_gather_hits_and_passages_are_structured(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any]
+) -> None:
+    query = "lighthouse keeper ledger of passing ships"
+    (hit,) = search(client, query, k=1)
+    args = {"query": query, "k": 1, "contextLines": 3}
+    payload = structured(client, "gather", args)
+    lines = (world["shop"] / "notes/ledger.md").read_text().split("\n")
+    first, last = hit["startLine"] - 3, hit["endLine"] + 3
+    expected = {key: value for key, value in hit.items() if key != "text"}
+    expected["passage"] = {
+        "startLine": first,
+        "endLine": last,
+        "text": "\n".join(lines[first - 1 : last]),
+    }
+    assert payload == {"results": [expected], "truncated": False}
+    assert f"```\n{expected['passage']['text']}\n```" in ok(client.call("gather", args))
+    assert structured(
+        client, "gather", {"query": "zzzz", "folder": "shop", "pathGlob": "*.nope"}
+    ) == {
+        "results": [],
+        "truncated": False,
+    }
+
+
+def test_scores_of_a_symbol_query_are_at_most_one(client: Client, indexed: dict[str, Any]) -> None:
+    hits = search(client, "charge", k=5)
+    assert hits[0]["relPath"] == "src/app.py"  # it defines charge: the definition boost applies
+    assert all(0 <= hit["score"] <= 1 for hit in hits), [hit["score"] for hit in hits]
+    gathered = structured(client, "gather", {"query": "charge", "k": 5})
+    assert [r["score"] for r in gathered["results"]] == [hit["score"] for hit in hits]

@@ -67,7 +67,8 @@ def test_hybrid_scores_are_on_one_scale(two_folders: Index) -> None:
     top = two_folders.search("retry_payment", k=1)[0]
     assert (top.vector_rank, top.lexical_rank) == (1, 1)
     assert top.priors == ("defines a queried symbol x1.5",)
-    assert top.score == pytest.approx(1.5)  # fused score 1.0 (first in both arms) x the prior
+    # fused score 1.0 (first in both arms) x the prior 1.5, / 1.5 the best prior possible
+    assert top.score == pytest.approx(1.0)
     no_word_matches = two_folders.search("zzzz qqqq", k=1)[0]
     assert no_word_matches.lexical_rank is None and no_word_matches.priors == ()
     assert no_word_matches.score == pytest.approx(0.5, abs=0.01)
@@ -173,3 +174,263 @@ def test_hybrid_search_off_makes_vector_only_the_default(two_folders: Index) -> 
     hits = vector_only.search("retry backoff", k=3)
     vector_only.close()
     assert hits and all(h.lexical_rank is None and h.vector_rank is not None for h in hits)
+
+
+# --- Reported scores: the priors reorder, the scores stay in [0, 1] ---------------------------
+
+RANKING_CORPUS: dict[str, str | bytes] = {
+    "billing/invoice.py": (
+        "def compute_invoice_total(order):\n    return sum(line.price for line in order)\n"
+    ),
+    "billing/report.py": (
+        "def report(orders):\n    return [compute_invoice_total(o) for o in orders]\n"
+    ),
+    "tests/test_invoice.py": (
+        "def test_compute_invoice_total():\n    assert compute_invoice_total([]) == 0\n"
+    ),
+    "net/retry.py": "class RetryPolicy:\n    def retry(self, call):\n        return call()\n",
+    "net/_internal/_retry.py": "def retry(call):\n    # retry with backoff\n    return call()\n",
+    "vendor/http/retry.py": "def retry(call, attempts):\n    return call()\n",
+    "docs/retry.md": "# Retries\n\nFailed calls are retried with exponential backoff.\n",
+    "examples/retry_demo.py": "from net.retry import RetryPolicy\nRetryPolicy().retry(print)\n",
+    "docs/guide.md": "\n\n".join(
+        f"## Section {i}\n\nThe parser reads header lines and retries on backoff. " + "text " * 80
+        for i in range(5)
+    ),
+    "src/parser.py": "def parse_header(line):\n    name, _, value = line.partition(':')\n",
+}
+RANKING_QUERIES = (
+    "compute_invoice_total",
+    "retry",
+    "RetryPolicy",
+    "parse_header",
+    "how are failed calls retried with backoff",
+    "parser header lines",
+    "tests for compute_invoice_total",
+)
+# Computed on the code before the scores were rescaled (commit 38c1b6b): the order must not move.
+RANKING_ORDER: dict[tuple[str, str], list[str]] = {
+    ("hybrid", "compute_invoice_total"): [
+        "billing/invoice.py:1",
+        "billing/report.py:1",
+        "tests/test_invoice.py:1",
+        "docs/guide.md:1",
+        "docs/retry.md:1",
+        "net/retry.py:1",
+        "src/parser.py:1",
+        "examples/retry_demo.py:1",
+    ],
+    ("hybrid", "retry"): [
+        "net/retry.py:1",
+        "net/_internal/_retry.py:1",
+        "docs/retry.md:1",
+        "docs/guide.md:7",
+        "examples/retry_demo.py:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:1",
+        "billing/report.py:1",
+    ],
+    ("hybrid", "RetryPolicy"): [
+        "net/retry.py:1",
+        "examples/retry_demo.py:1",
+        "docs/guide.md:1",
+        "billing/invoice.py:1",
+        "billing/report.py:1",
+        "docs/retry.md:1",
+        "src/parser.py:1",
+        "net/_internal/_retry.py:1",
+    ],
+    ("hybrid", "parse_header"): [
+        "src/parser.py:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:1",
+        "billing/report.py:1",
+        "docs/retry.md:1",
+        "net/retry.py:1",
+        "examples/retry_demo.py:1",
+        "net/_internal/_retry.py:1",
+    ],
+    ("hybrid", "how are failed calls retried with backoff"): [
+        "docs/retry.md:1",
+        "docs/guide.md:1",
+        "net/retry.py:1",
+        "net/_internal/_retry.py:1",
+        "examples/retry_demo.py:1",
+        "src/parser.py:1",
+        "docs/guide.md:15",
+        "billing/report.py:1",
+    ],
+    ("hybrid", "parser header lines"): [
+        "docs/guide.md:1",
+        "src/parser.py:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:15",
+        "billing/report.py:1",
+        "docs/retry.md:1",
+        "net/retry.py:1",
+        "examples/retry_demo.py:1",
+    ],
+    ("hybrid", "tests for compute_invoice_total"): [
+        "billing/invoice.py:1",
+        "tests/test_invoice.py:1",
+        "billing/report.py:1",
+        "net/retry.py:1",
+        "docs/guide.md:11",
+        "docs/retry.md:1",
+        "examples/retry_demo.py:1",
+        "src/parser.py:1",
+    ],
+    ("bm25", "compute_invoice_total"): [
+        "billing/invoice.py:1",
+        "billing/report.py:1",
+        "tests/test_invoice.py:1",
+    ],
+    ("bm25", "retry"): [
+        "net/retry.py:1",
+        "net/_internal/_retry.py:1",
+        "docs/retry.md:1",
+        "docs/guide.md:1",
+        "examples/retry_demo.py:1",
+        "docs/guide.md:15",
+        "docs/guide.md:7",
+        "docs/guide.md:11",
+    ],
+    ("bm25", "RetryPolicy"): ["net/retry.py:1", "examples/retry_demo.py:1"],
+    ("bm25", "parse_header"): ["src/parser.py:1"],
+    ("bm25", "how are failed calls retried with backoff"): [
+        "docs/retry.md:1",
+        "net/retry.py:1",
+        "docs/guide.md:1",
+        "net/_internal/_retry.py:1",
+        "examples/retry_demo.py:1",
+        "docs/guide.md:15",
+        "docs/guide.md:7",
+        "docs/guide.md:11",
+    ],
+    ("bm25", "parser header lines"): [
+        "src/parser.py:1",
+        "docs/guide.md:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:15",
+        "docs/guide.md:7",
+        "docs/guide.md:11",
+    ],
+    ("bm25", "tests for compute_invoice_total"): [
+        "billing/invoice.py:1",
+        "tests/test_invoice.py:1",
+        "billing/report.py:1",
+    ],
+    ("vector", "compute_invoice_total"): [
+        "billing/invoice.py:1",
+        "tests/test_invoice.py:1",
+        "billing/report.py:1",
+        "docs/guide.md:1",
+        "docs/guide.md:11",
+        "docs/retry.md:1",
+        "docs/guide.md:7",
+        "examples/retry_demo.py:1",
+    ],
+    ("vector", "retry"): [
+        "net/_internal/_retry.py:1",
+        "net/retry.py:1",
+        "examples/retry_demo.py:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:7",
+        "docs/guide.md:11",
+        "docs/guide.md:1",
+        "billing/report.py:1",
+    ],
+    ("vector", "RetryPolicy"): [
+        "net/retry.py:1",
+        "examples/retry_demo.py:1",
+        "docs/guide.md:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:7",
+        "docs/guide.md:11",
+        "billing/report.py:1",
+        "docs/retry.md:1",
+    ],
+    ("vector", "parse_header"): [
+        "src/parser.py:1",
+        "billing/invoice.py:1",
+        "docs/guide.md:1",
+        "billing/report.py:1",
+        "docs/guide.md:11",
+        "docs/retry.md:1",
+        "docs/guide.md:7",
+        "examples/retry_demo.py:1",
+    ],
+    ("vector", "how are failed calls retried with backoff"): [
+        "docs/retry.md:1",
+        "net/_internal/_retry.py:1",
+        "src/parser.py:1",
+        "examples/retry_demo.py:1",
+        "docs/guide.md:1",
+        "docs/guide.md:15",
+        "docs/guide.md:7",
+        "docs/guide.md:11",
+    ],
+    ("vector", "parser header lines"): [
+        "docs/guide.md:1",
+        "docs/guide.md:15",
+        "docs/guide.md:11",
+        "docs/guide.md:7",
+        "billing/invoice.py:1",
+        "billing/report.py:1",
+        "docs/retry.md:1",
+        "examples/retry_demo.py:1",
+    ],
+    ("vector", "tests for compute_invoice_total"): [
+        "billing/invoice.py:1",
+        "billing/report.py:1",
+        "tests/test_invoice.py:1",
+        "examples/retry_demo.py:1",
+        "net/retry.py:1",
+        "docs/guide.md:11",
+        "docs/guide.md:7",
+        "docs/guide.md:1",
+    ],
+}
+
+
+@pytest.fixture
+def ranking_corpus(tmp_path: Path, hash_index: Index) -> Index:
+    hash_index.update([write_tree(tmp_path / "proj", RANKING_CORPUS)])
+    return hash_index
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # the order was recorded on SQLite
+def test_rescaled_scores_keep_the_order_of_hits(ranking_corpus: Index) -> None:
+    for (mode, query), expected in RANKING_ORDER.items():
+        hits = ranking_corpus.search(query, k=8, mode=mode)  # type: ignore[arg-type]
+        assert [f"{h.rel}:{h.start_line}" for h in hits] == expected, (mode, query)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25"])
+def test_scores_stay_within_zero_and_one_with_the_definition_boost(
+    ranking_corpus: Index, mode: str
+) -> None:
+    boosted = 0
+    for query in RANKING_QUERIES:
+        hits = ranking_corpus.search(query, k=8, mode=mode)  # type: ignore[arg-type]
+        assert all(0.0 <= hit.score <= 1.0 for hit in hits), (query, [h.score for h in hits])
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        boosted += sum("defines a queried symbol x1.5" in hit.priors for hit in hits)
+    assert boosted >= 5
+    (top,) = ranking_corpus.search("parse_header", k=1, mode=mode)  # type: ignore[arg-type]
+    assert (top.rel, top.priors, top.score) == (
+        "src/parser.py",
+        ("defines a queried symbol x1.5",),
+        1.0,
+    )
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])
+def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
+    # The scores the code before the rescaling gave: the cosine, times the priors.
+    for query, score, priors in [
+        ("how are failed calls retried with backoff", 0.801784, ()),
+        ("parse_header", 0.474342, ("defines a queried symbol x1.5",)),
+    ]:
+        (hit,) = ranking_corpus.search(query, k=1, mode="vector")
+        assert (hit.score, hit.priors) == (pytest.approx(score, abs=1e-6), priors)

@@ -11,21 +11,19 @@ import ctypes
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from semsearch import __version__
+from semsearch.cli_output import Progress, print_hits, print_plan, print_report, print_status
 from semsearch.config import MODES, Settings, add_roots, load_settings, remove_roots
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.folders import resolve_folder
 
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.embedder import Embedder
-    from semsearch.index import Index, IndexReport
-    from semsearch.indexer import FileEvent
-    from semsearch.search import Hit
+    from semsearch.index import Index
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -48,43 +46,101 @@ def _positive(text: str) -> int:
     return value
 
 
+EXAMPLES = """\
+examples:
+  semsearch add ~/notes ~/src/my-api     # configure folders
+  semsearch index                        # index them (incremental; run again any time)
+  semsearch search "how are failed payments retried" -k 10
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (subcommands and their flags)."""
     parser = argparse.ArgumentParser(
         prog="semsearch",
         description="Local semantic search over your files: hybrid BM25 + embeddings, offline.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"semsearch {__version__}")
-    parser.add_argument("--index", metavar="PATH", help="index file to use (default: XDG data dir)")
+    _add_global_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add = sub.add_parser("add", help="add folders to the configuration")
-    add.add_argument("paths", nargs="+", metavar="PATH")
+    add.add_argument("paths", nargs="+", metavar="PATH", help="folders to add")
     remove = sub.add_parser("remove", aliases=["rm"], help="remove folders (and purge them)")
-    remove.add_argument("targets", nargs="+", metavar="NAME|PATH")
-    remove.add_argument("--keep-index", action="store_true", help="leave their chunks searchable")
+    remove.add_argument(
+        "targets", nargs="+", metavar="NAME|PATH", help="folders to remove, by name or path"
+    )
+    remove.add_argument(
+        "--keep-index", action="store_true", help="leave their chunks searchable (default: purge)"
+    )
     sub.add_parser("list", aliases=["ls"], help="list configured folders")
     sub.add_parser("config", help="show where config, index and model live")
     sub.add_parser("status", help="folders, files, chunks, index size, model, changes")
     index = sub.add_parser("index", help="index configured folders (or PATH) incrementally")
-    index.add_argument("path", nargs="?", metavar="PATH")
-    index.add_argument("--force", action="store_true", help="re-read and re-embed everything")
-    index.add_argument("--max-files", type=_positive, metavar="N", help="stop after N files")
-    index.add_argument("--dry-run", action="store_true", help="list what would be indexed")
+    index.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH",
+        help="index only this folder (default: the configured folders)",
+    )
+    index.add_argument(
+        "--force",
+        action="store_true",
+        help="re-read and re-embed everything (default: new and changed files)",
+    )
+    index.add_argument(
+        "--max-files", type=_positive, metavar="N", help="stop after N files (default: no limit)"
+    )
+    index.add_argument(
+        "--dry-run", action="store_true", help="list what would be indexed and skipped, and why"
+    )
     index.add_argument("--json", action="store_true", help="print a JSON summary")
-    index.add_argument("-v", "--verbose", action="store_true", help="one line per file")
+    index.add_argument(
+        "-v", "--verbose", action="store_true", help="one line per file, with skip reasons"
+    )
     search = sub.add_parser("search", help="search the index")
-    search.add_argument("query", nargs="+")
-    search.add_argument("-k", "--top-k", type=_positive, metavar="N", dest="k")
-    search.add_argument("--folder", metavar="NAME", help="only this folder (name or path)")
-    search.add_argument("--glob", metavar="PAT", help="only paths matching this glob")
-    search.add_argument("--mode", choices=MODES, help="ranking arms (default: hybrid)")
+    search.add_argument("query", nargs="+", help="what to look for, in plain words or names")
+    search.add_argument(
+        "-k",
+        "--top-k",
+        type=_positive,
+        metavar="N",
+        dest="k",
+        help="number of results (default: defaultTopK in the config, 5)",
+    )
+    search.add_argument(
+        "--folder", metavar="NAME", help="only this folder, by name or path (default: all folders)"
+    )
+    search.add_argument(
+        "--glob",
+        metavar="PAT",
+        help="only paths matching this gitignore-style glob (default: all files)",
+    )
+    search.add_argument("--mode", choices=MODES, help="ranking arms: %(choices)s (default: hybrid)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.add_argument("--files-only", action="store_true", help="print matching paths only")
     search.add_argument(
         "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
     )
     sub.add_parser("mcp", help="run the MCP stdio server")
+    for command in dict.fromkeys(sub.choices.values()):  # aliases share a parser
+        _add_global_flags(command)
     return parser
+
+
+def _add_global_flags(parser: argparse.ArgumentParser) -> None:
+    """``--index`` and ``--version``, accepted before or after the subcommand.
+
+    ``--index`` defaults to SUPPRESS on both levels, so that a value given before the subcommand
+    is not overwritten by the subcommand parser's default (:func:`main` fills in None).
+    """
+    parser.add_argument("--version", action="version", version=f"semsearch {__version__}")
+    parser.add_argument(
+        "--index",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="index file to use (default: SS_INDEX_PATH, else index.db in the XDG data dir)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    args.index = getattr(args, "index", None)
     try:
         settings = load_settings(os.environ, args.index)
         code: int = COMMANDS[args.command](args, settings)
@@ -217,34 +274,16 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _when(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "never"
-
-
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     """``status``"""
     from semsearch.index import Index
 
     index = Index(settings)
-    status = index.status()
-    index.close()
-    if not status.exists:
-        print(f"index         {status.index_path}  (not created yet: run `semsearch index`)")
-        return EXIT_OK
-    model = f"{status.model[0]} (dim {status.model[1]})" if status.model else "none yet"
-    print(f"index         {status.index_path}  ({status.size_bytes / 1e6:.1f} MB)")
-    print(f"model         {model}")
-    print(f"folders       {len(status.folders)}")
-    print(f"files         {status.files}")
-    print(f"chunks        {status.chunks}")
-    for folder in status.folders:
-        missing = "" if Path(folder.path).is_dir() else "  (missing on disk)"
-        print(
-            f"  {folder.name}  {folder.path}{missing}\n"
-            f"      {folder.files} files  {folder.chunks} chunks  "
-            f"last indexed {_when(folder.last_indexed)}  "
-            f"{status.changed.get(folder.path, 0)} changed since"
-        )
+    try:
+        status = index.status()
+    finally:
+        index.close()
+    print_status(status)
     return EXIT_OK
 
 
@@ -256,7 +295,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     index = Index(settings)
     if args.dry_run:
         return _dry_run(index, roots, args.json)
-    progress = _Progress(sys.stderr, args.verbose)
+    progress = Progress(sys.stderr, args.verbose, show_errors=args.json)
     try:
         report = index.update(roots, force=args.force, max_files=args.max_files, on_event=progress)
     finally:
@@ -265,101 +304,17 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(report.as_json(), indent=2))
     else:
-        _print_report(report)
+        print_report(report)
     return EXIT_FAIL if report.failed else EXIT_OK
 
 
 def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
-    listings = index.plan(roots)
-    if as_json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "root": str(plan.root),
-                        "mode": plan.mode,
-                        "files": [{"path": f.rel, "size": f.size} for f in plan.files],
-                        "skipped": [
-                            {"path": s.rel, "reason": s.reason} for s in plan.skipped + plan.errors
-                        ],
-                    }
-                    for plan in listings
-                ],
-                indent=2,
-            )
-        )
-        return EXIT_OK
-    for listing in listings:
-        total = sum(f.size for f in listing.files)
-        print(f"{listing.root}  ({listing.mode} mode)")
-        for entry in listing.files:
-            print(f"  {entry.size:>10,}  {entry.rel}")
-        for skip in listing.skipped + listing.errors:
-            print(f"  {'skipped':>10}  {skip.rel}  ({skip.reason})")
-        for warning in listing.warnings:
-            print(f"  warning: {warning}")
-        print(
-            f"  {len(listing.files)} files, {total:,} bytes would be indexed; "
-            f"{len(listing.skipped) + len(listing.errors)} skipped"
-        )
-    return EXIT_FAIL if any(plan.errors for plan in listings) else EXIT_OK
-
-
-def _print_report(report: IndexReport) -> None:
-    for number, folder in enumerate(report.folders, start=1):
-        print(f"[{number}/{len(report.folders)}] {folder.name}  {folder.path}")
-        for warning in folder.warnings:
-            print(f"  warning: {warning}", file=sys.stderr)
-        for problem in folder.problems:
-            print(f"  error: {problem.path}: {problem.reason}", file=sys.stderr)
-        if folder.failed:
-            continue
-        print(
-            f"  {folder.indexed} indexed  {folder.unchanged} unchanged  {folder.skipped} skipped  "
-            f"{folder.deleted} deleted  {folder.chunks} chunks  {folder.seconds:.1f}s"
-            + ("  (truncated by --max-files)" if folder.truncated else "")
-        )
-    if len(report.folders) > 1:
-        print(
-            f"total  {report.total('indexed')} indexed  {report.total('unchanged')} unchanged  "
-            f"{report.total('skipped')} skipped  {report.total('deleted')} deleted  "
-            f"{report.total('chunks')} chunks  {report.seconds:.1f}s"
-        )
-
-
-class _Progress:
-    """One live status line on a TTY; per-file lines with --verbose; silent otherwise."""
-
-    def __init__(self, stream: TextIO, verbose: bool) -> None:
-        self._stream = stream
-        self._verbose = verbose
-        self._live = stream.isatty()
-        self._last = 0.0
-
-    def __call__(self, event: FileEvent) -> None:
-        if self._verbose and event.action != "unchanged":
-            self.clear()
-            detail = f"  ({event.detail})" if event.detail else ""
-            print(f"  {event.action:<9} {event.folder}/{event.rel}{detail}", file=self._stream)
-        if self._live and time.monotonic() - self._last > 0.1:
-            self._last = time.monotonic()
-            name = event.rel if len(event.rel) <= 50 else "…" + event.rel[-49:]
-            line = f"  {event.done}/{event.total} · {event.chunks} chunks · {name}"
-            self._stream.write("\r\x1b[2K" + line[: _columns() - 1])
-            self._stream.flush()
-
-    def clear(self) -> None:
-        """Erase the live line."""
-        if self._live:
-            self._stream.write("\r\x1b[2K")
-            self._stream.flush()
-
-
-def _columns() -> int:
     try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
-    except OSError:
-        return 80
+        plans = index.plan(roots)
+    finally:
+        index.close()
+    print_plan(plans, as_json)
+    return EXIT_FAIL if any(plan.errors for plan in plans) else EXIT_OK
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
@@ -391,41 +346,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     elif args.json:
         print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
     else:
-        _print_hits(hits, args.explain)
+        print_hits(hits, args.explain)
     return EXIT_OK
-
-
-def _explain(hit: Hit) -> str:
-    def rank(value: int | None) -> str:
-        return f"#{value}" if value else "-"
-
-    parts = [f"vector {rank(hit.vector_rank)}", f"bm25 {rank(hit.lexical_rank)}"]
-    if hit.definition_rank:
-        parts.append(f"definitions #{hit.definition_rank}")
-    parts.extend(hit.priors)
-    return "     " + "  ·  ".join(parts)
-
-
-def _print_hits(hits: list[Hit], explain: bool = False) -> None:
-    if not hits:
-        print("No results.", file=sys.stderr)
-        return
-    rows = [
-        (
-            str(n),
-            h.folder,
-            f"{h.rel}:{h.start_line}" + (f" (p.{h.page})" if h.page else ""),
-            f"{h.score:.3f}",
-            " ".join(h.text.split())[:100],
-        )
-        for n, h in enumerate(hits, start=1)
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row, hit in zip(rows, hits, strict=True):
-        cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3)), row[4]]
-        print("  ".join(cells))
-        if explain:
-            print(_explain(hit))
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:

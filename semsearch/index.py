@@ -12,6 +12,7 @@ The CLI and the MCP server are thin adapters over this class::
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -19,17 +20,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from semsearch.access import read_file_bytes
 from semsearch.chunking import ChunkSettings
 from semsearch.config import Mode, Settings
 from semsearch.embedder import Embedder, OnnxEmbedder
-from semsearch.errors import ModelMismatchError, UsageError
-from semsearch.filetype import BINARY_EXTENSIONS
+from semsearch.errors import ExtractError, ModelMismatchError, UsageError
+from semsearch.extract import extract
+from semsearch.filetype import BINARY_EXTENSIONS, is_binary_content
 from semsearch.folders import FolderInfo, resolve_folder
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
-from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
-from semsearch.listing import Listing, list_files
+from semsearch.indexer import (
+    STORED_SKIP_REASONS,
+    FileEvent,
+    FolderReport,
+    Indexer,
+    IndexerSettings,
+)
+from semsearch.listing import FileEntry, Skip, list_files
 from semsearch.search import Hit, SearchOptions, search
-from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
+from semsearch.store import (
+    FileState,
+    Folder,
+    Store,
+    model_mismatch_message,
+    open_store,
+    write_lock,
+)
 
 
 @dataclass(frozen=True)
@@ -80,25 +96,66 @@ class IndexReport:
 
 
 @dataclass(frozen=True)
+class FolderStatus:
+    """One folder of :meth:`Index.status`: its index counts and how its files stand now.
+
+    ``skipped`` and ``errors`` count as an index run does (see :class:`FolderPlan`); with
+    ``count_changes=False`` they and ``changed`` are 0.
+    """
+
+    info: FolderInfo
+    is_indexed: bool  # in the index (an index run has started on it)
+    changed: int = 0  # files new, changed or gone since the last run
+    skipped: int = 0
+    errors: int = 0
+
+
+@dataclass(frozen=True)
 class Status:
-    """The index at a glance."""
+    """The index at a glance; ``folders`` are the configured ones, then those only indexed."""
 
     index_path: Path
     exists: bool
     size_bytes: int
     model: tuple[str, int] | None
-    folders: tuple[Folder, ...]
-    changed: dict[str, int]
+    folders: tuple[FolderStatus, ...]
 
     @property
     def files(self) -> int:
         """Indexed files with chunks."""
-        return sum(f.files for f in self.folders)
+        return sum(f.info.files for f in self.folders)
 
     @property
     def chunks(self) -> int:
         """Stored chunks."""
-        return sum(f.chunks for f in self.folders)
+        return sum(f.info.chunks for f in self.folders)
+
+    @property
+    def skipped(self) -> int:
+        """Files left out, as the last index run counted them."""
+        return sum(f.skipped for f in self.folders)
+
+    @property
+    def errors(self) -> int:
+        """Files or folders that failed, as the last index run counted them."""
+        return sum(f.errors for f in self.folders)
+
+
+@dataclass(frozen=True)
+class FolderPlan:
+    """What an index run would do with one folder (``index --dry-run``).
+
+    The counts agree with the run's: ``files`` are what would be searchable, ``skipped`` every
+    path left out with its reason (by name, kind or size, or read and found without text), and
+    ``errors`` what would fail.
+    """
+
+    root: Path
+    mode: str
+    files: tuple[FileEntry, ...]
+    skipped: tuple[Skip, ...]
+    errors: tuple[Skip, ...]
+    warnings: tuple[str, ...]
 
 
 def ignore_settings(settings: Settings) -> IgnoreSettings:
@@ -114,6 +171,34 @@ def ignore_settings(settings: Settings) -> IgnoreSettings:
         global_ignore_file=settings.global_ignore_file,
         max_file_size=settings.max_file_size,
     )
+
+
+def _is_same(state: FileState, entry: FileEntry) -> bool:
+    """True when a listed file has the mtime and size the index recorded (it is not read)."""
+    return (state.mtime_ns, state.size) == (entry.mtime_ns, entry.size)
+
+
+def _preview(entry: FileEntry, settings: IndexerSettings) -> tuple[str, str] | None:
+    """Why an index run would skip or fail on a file (("skipped"|"error", reason)), or None.
+
+    The same checks, in the same order and with the same reasons, as the indexer's read step
+    (``Indexer._prepare`` and ``_chunk``): read, binary content, extraction, text size, no text.
+    """
+    try:
+        data = read_file_bytes(entry, settings.ignore)
+    except (OSError, ExtractError) as exc:
+        return ("error", str(exc))
+    if is_binary_content(entry.rel, data):
+        return ("skipped", "binary: binary content")
+    try:
+        text = extract(entry.rel, data).text
+    except ExtractError as exc:
+        return ("error", str(exc))
+    if len(text) > settings.max_text_size:
+        return ("skipped", f"too_large: {len(text):,} characters of text")
+    if not text.strip():
+        return ("skipped", "empty: no text")
+    return None
 
 
 def resolve_root(raw: str | Path, cwd: Path | None = None) -> Path:
@@ -153,9 +238,47 @@ class Index:
             )
         return chosen
 
-    def plan(self, roots: Sequence[str | Path] | None = None) -> list[Listing]:
-        """What an index run would read (``index --dry-run``); loads no model."""
-        return [list_files(root, ignore_settings(self.settings)) for root in self._roots(roots)]
+    def plan(self, roots: Sequence[str | Path] | None = None) -> list[FolderPlan]:
+        """What an index run would index and skip (``index --dry-run``); loads no model.
+
+        A file unchanged since the last run keeps its stored outcome; any other is read and its
+        text extracted, as the run would, so that a file without text counts as skipped here too.
+        """
+        return [self._plan(root) for root in self._roots(roots)]
+
+    def _plan(self, root: Path) -> FolderPlan:
+        listing = list_files(root, ignore_settings(self.settings))
+        states = self._states(listing.root)
+        files: list[FileEntry] = []
+        skipped, errors = list(listing.skipped), list(listing.errors)
+        for entry in listing.files:
+            state = states.get(entry.rel)
+            if state is not None and state.status != "error" and _is_same(state, entry):
+                reason = STORED_SKIP_REASONS.get(state.status, state.status)
+                outcome = None if state.status == "ok" else ("skipped", reason)
+            else:
+                outcome = _preview(entry, self._indexer_settings())
+            if outcome is None:
+                files.append(entry)
+            else:
+                (skipped if outcome[0] == "skipped" else errors).append(Skip(entry.rel, outcome[1]))
+        by_rel = operator.attrgetter("rel")
+        return FolderPlan(
+            listing.root,
+            listing.mode,
+            tuple(files),
+            tuple(sorted(skipped, key=by_rel)),
+            tuple(sorted(errors, key=by_rel)),
+            listing.warnings,
+        )
+
+    def _states(self, root: Path) -> dict[str, FileState]:
+        """The stored states of a folder's files ({} when it is not in the index)."""
+        real = os.path.realpath(root)
+        for folder in self._indexed_folders():
+            if os.path.realpath(folder.path) == real:
+                return self._open().file_states(folder.id)
+        return {}
 
     def update(
         self,
@@ -258,28 +381,41 @@ class Index:
             return purged
 
     def status(self, count_changes: bool = True) -> Status:
-        """Index file, model, folders with counts, and files changed since the last run."""
+        """Index file, model, folders (configured or indexed) with counts; with
+        ``count_changes``, each indexed folder is listed to count changed, skipped and failed
+        files the way an index run would."""
         path = self.settings.store_path
-        if not path.exists():
-            return Status(path, False, 0, None, (), {})
+        exists = path.exists()
+        in_index = {os.path.realpath(f.path): f for f in self._indexed_folders()}
+        rows: list[FolderStatus] = []
+        for info in self.folders():
+            folder = in_index.get(os.path.realpath(info.path))
+            if folder is None:
+                rows.append(FolderStatus(info, False))
+            elif not count_changes:
+                rows.append(FolderStatus(info, True))
+            else:
+                rows.append(self._folder_status(info, folder))
+        if not exists:
+            return Status(path, False, 0, None, tuple(rows))
         store = self._open()
-        folders = tuple(store.folders())
-        changed = {f.path: self._changed(store, f) for f in folders} if count_changes else {}
-        return Status(path, True, store.size_bytes(), store.model(), folders, changed)
+        return Status(path, True, store.size_bytes(), store.model(), tuple(rows))
 
-    def _changed(self, store: Store, folder: Folder) -> int:
+    def _folder_status(self, info: FolderInfo, folder: Folder) -> FolderStatus:
         root = Path(folder.path)
         if not root.is_dir():
-            return 0
+            return FolderStatus(info, True)
         listing = list_files(root, ignore_settings(self.settings))
-        states = store.file_states(folder.id)
+        states = self._open().file_states(folder.id)
         listed = {e.rel for e in listing.files}
         differs = sum(
-            1
-            for e in listing.files
-            if (s := states.get(e.rel)) is None or (s.mtime_ns, s.size) != (e.mtime_ns, e.size)
+            1 for e in listing.files if (s := states.get(e.rel)) is None or not _is_same(s, e)
         )
-        return differs + sum(1 for rel in states if rel not in listed)
+        gone = sum(1 for rel in states if rel not in listed)
+        kept = [s.status for rel, s in states.items() if rel in listed]
+        skipped = len(listing.skipped) + sum(1 for s in kept if s not in ("ok", "error"))
+        errors = len(listing.errors) + kept.count("error")
+        return FolderStatus(info, True, differs + gone, skipped, errors)
 
     def close(self) -> None:
         """Close the index file."""

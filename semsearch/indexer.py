@@ -32,6 +32,13 @@ FLUSH_CHUNKS = 256
 
 Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted"]
 
+# Why a file unchanged since the run that skipped it is skipped again (by its stored status).
+STORED_SKIP_REASONS = {
+    "binary": "binary: binary content",
+    "empty": "empty: no text",
+    "too_large": "too_large: more text than maxFileSizeBytes",
+}
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -72,6 +79,11 @@ class FolderReport:
     seconds: float = 0.0
     problems: tuple[Problem, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> int:
+        """Files searchable after the run: indexed now or unchanged (skipped files not counted)."""
+        return self.indexed + self.unchanged
 
 
 @dataclass
@@ -137,6 +149,9 @@ class Indexer:
         folder_id = self._store.ensure_folder(str(root), name)
         run = _Run(folder_id, listing, self._store.file_states(folder_id))
         run.problems.extend(Problem(str(root / p.rel), p.reason) for p in listing.errors)
+        for skip in listing.skipped:
+            run.skipped += 1
+            self._emit(name, skip.rel, "skipped", run, len(listing.files), skip.reason)
         truncated = self._process(run, name, force, max_files)
         self._flush(run, name)
         deleted = self._prune(run, name)
@@ -162,10 +177,15 @@ class Indexer:
         total = len(run.listing.files)
         for entry in run.listing.files:
             state = run.states.get(entry.rel)
-            if not force and _is_fresh(state, entry):
-                run.unchanged += 1
+            if not force and state is not None and _is_fresh(state, entry):
                 run.done += 1
-                self._emit(name, entry.rel, "unchanged", run, total)
+                if state.status == "ok":
+                    run.unchanged += 1
+                    self._emit(name, entry.rel, "unchanged", run, total)
+                else:  # still empty, binary or too large: counted as skipped again
+                    run.skipped += 1
+                    reason = STORED_SKIP_REASONS.get(state.status, state.status)
+                    self._emit(name, entry.rel, "skipped", run, total, reason)
                 continue
             if max_files is not None and run.processed >= max_files:
                 return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import os
 import subprocess
@@ -10,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.cli import main
+from semsearch import __version__
+from semsearch.cli import COMMANDS, build_parser, main
+from semsearch.cli_output import Progress, progress_line
 from semsearch.config import load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.index import Index
+from semsearch.indexer import FileEvent
 from tests.conftest import write_tree
 
 
@@ -132,7 +137,9 @@ def test_index_exits_1_when_a_folder_is_missing(
 
 LAZY = """
 import sys
-from semsearch.cli import main
+from semsearch import __version__
+from semsearch.cli import COMMANDS, build_parser, main
+from semsearch.cli_output import Progress, progress_line
 for argv in (["--help"], ["list"], ["add", sys.argv[1]], ["config"], ["status"],
              ["index", "--dry-run"]):
     try:
@@ -243,3 +250,250 @@ def test_search_folder_refuses_an_ambiguous_name(
         )
         assert code == 0, err
         assert [hit["relPath"] for hit in json.loads(out)] == [expected]
+
+
+# Counts agree: dry run, first run, later runs and status (issue 11, item 8).
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    """Two files with text; one each skipped by name, by size, as empty and as binary content."""
+    return write_tree(
+        tmp_path / "mixed",
+        {
+            "retry.py": "def retry_with_backoff(call):\n    '''Retry a failing call.'''\n",
+            "notes.md": "# Notes\n\nOtters hold hands while they sleep.\n",
+            "image.png": b"\x89PNG\x00\x00",
+            "big.log": "x" * 600_000,
+            "empty.txt": "  \n",
+            "blob.txt": b"abc\x00def",
+        },
+    )
+
+
+MIXED_SKIPS = {
+    "big.log": "too large (600,000 bytes > 500,000)",
+    "blob.txt": "binary: binary content",
+    "empty.txt": "empty: no text",
+    "image.png": "binary extension",
+}
+
+
+def test_dry_run_counts_what_the_index_run_will_skip(
+    capsys: pytest.CaptureFixture[str], mixed: Path
+) -> None:
+    code, out, _ = run(capsys, "index", str(mixed), "--dry-run", "--json")
+    assert code == 0
+    (plan,) = json.loads(out)
+    assert [f["path"] for f in plan["files"]] == ["notes.md", "retry.py"]
+    assert {s["path"]: s["reason"] for s in plan["skipped"]} == MIXED_SKIPS
+    assert plan["errors"] == []
+    code, out, _ = run(capsys, "index", str(mixed), "--dry-run")
+    assert out.endswith("  2 files, 107 bytes would be indexed; 4 skipped; 0 errors\n")
+
+
+def test_counts_agree_across_dry_run_runs_and_status(
+    capsys: pytest.CaptureFixture[str], mixed: Path
+) -> None:
+    out = run(capsys, "index", str(mixed), "--dry-run", "--json")[1]
+    (plan,) = json.loads(out)
+    assert (len(plan["files"]), len(plan["skipped"])) == (2, 4)
+    first = json.loads(run(capsys, "index", str(mixed), "--json")[1])
+    assert (first["filesIndexed"], first["filesUnchanged"], first["filesSkipped"]) == (2, 0, 4)
+    later = json.loads(run(capsys, "index", str(mixed), "--json")[1])
+    assert (later["filesIndexed"], later["filesUnchanged"], later["filesSkipped"]) == (0, 2, 4)
+    out = run(capsys, "index", str(mixed))[1]
+    assert "  2 files (0 indexed, 2 unchanged)  4 skipped  0 errors  0 deleted" in out
+    out = run(capsys, "index", str(mixed), "--dry-run", "--json")[1]
+    (again,) = json.loads(out)
+    assert (again["files"], again["skipped"]) == (plan["files"], plan["skipped"])
+    out = run(capsys, "status")[1]
+    assert "files         2\nskipped       4\nerrors        0\n" in out
+    assert "      2 files  4 skipped  0 errors  " in out
+
+
+def lines_naming(name: str, text: str) -> int:
+    return sum(name in line for line in text.splitlines())
+
+
+def test_verbose_lists_every_skip_and_each_error_once(
+    capsys: pytest.CaptureFixture[str], mixed: Path
+) -> None:
+    (mixed / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    code, out, err = run(capsys, "index", str(mixed), "-v")
+    assert code == 1
+    for rel, reason in MIXED_SKIPS.items():
+        assert f"  skipped   mixed/{rel}  ({reason})\n" in err
+    assert lines_naming("broken.pdf", err) == 1
+    assert "  2 files (2 indexed, 0 unchanged)  4 skipped  1 error  0 deleted" in out
+    code, out, err = run(capsys, "index", str(mixed), "-v")
+    for rel in MIXED_SKIPS:
+        assert f"  skipped   mixed/{rel}  (" in err
+    assert lines_naming("broken.pdf", err) == 1
+    code, out, _ = run(capsys, "index", str(mixed), "--dry-run")
+    assert code == 1 and "       error  broken.pdf  (" in out
+    assert out.endswith("4 skipped; 1 error\n")
+    assert "      2 files  4 skipped  1 error  " in run(capsys, "status")[1]
+
+
+# Global flags before or after the subcommand (item 10).
+
+
+@pytest.mark.parametrize(
+    ("argv", "chosen"),
+    [
+        (["status", "--index", "{b}"], "b"),
+        (["--index", "{a}", "status"], "a"),
+        (["--index", "{a}", "status", "--index", "{b}"], "b"),
+        (["list", "--index", "{b}"], None),
+    ],
+)
+def test_global_flags_are_accepted_after_the_subcommand(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], chosen: str | None
+) -> None:
+    paths = {"a": tmp_path / "a.db", "b": tmp_path / "b.db"}
+    code, out, err = run(capsys, *(arg.format(**paths) for arg in argv))
+    assert code == 0, err
+    if chosen is not None:
+        assert f"index         {paths[chosen]}  (not created yet" in out
+
+
+def test_search_takes_index_after_the_query(
+    capsys: pytest.CaptureFixture[str], project: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "elsewhere.db"
+    index = Index(load_settings({}, db), embedder=HashEmbedder())
+    index.update([project])
+    index.close()
+    code, out, err = run(
+        capsys, "search", "retry_with_backoff", "--mode", "bm25", "--index", str(db)
+    )
+    assert code == 0, err
+    assert "retry.py:1" in out
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["status", "--version"], ["search", "--version"]])
+def test_version_works_in_either_place(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, _ = run(capsys, *argv)
+    assert (code, out) == (0, f"semsearch {__version__}\n")
+
+
+# status lists configured folders not indexed yet (item 13).
+
+
+def test_status_lists_configured_folders_not_indexed_yet(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    done = write_tree(tmp_path / "done", {"a.md": "alpha otters\n"})
+    later = write_tree(tmp_path / "later", {"b.md": "beta otters\n"})
+    run(capsys, "add", str(done), str(later))
+    out = run(capsys, "status")[1]
+    assert "(not created yet: run `semsearch index`)" in out
+    assert out.count("not indexed yet: run `semsearch index`") == 2
+    index = Index(load_settings(os.environ), embedder=HashEmbedder())
+    index.update([done])
+    index.close()
+    code, out, _ = run(capsys, "status")
+    assert code == 0
+    assert "folders       2\nfiles         1\n" in out
+    assert f"  done  {done}\n      1 file  0 skipped  0 errors  1 chunks" in out
+    assert out.endswith(f"  later  {later}\n      not indexed yet: run `semsearch index`\n")
+
+
+# The live progress line (item 14).
+
+EVENT = FileEvent("project", "src/deep/retry.py", "indexed", 3, 10, 42)
+
+
+class TtyBuffer(io.StringIO):
+    """What a terminal was sent."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def last_line(self) -> str:
+        return self.getvalue().rsplit("\r\x1b[2K", 1)[-1]
+
+
+@pytest.mark.parametrize(
+    ("width", "eta", "line"),
+    [
+        (0, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
+        (-1, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
+        (80, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
+        (48, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
+        (47, None, "  project  3/10 · 42 chunks · …c/deep/retry.py"),
+        (40, None, "  project  3/10 · 42 chunks · …retry.py"),
+        (20, None, "  project  3/10 · 4"),
+        (0, 65.4, "  project  3/10 · 42 chunks · ETA 1m05s · src/deep/retry.py"),
+        (0, 7322, "  project  3/10 · 42 chunks · ETA 2h02m · src/deep/retry.py"),
+    ],
+)
+def test_progress_line_fits_the_width_and_keeps_the_end_of_the_path(
+    width: int, eta: float | None, line: str
+) -> None:
+    assert progress_line(EVENT, width, eta) == line
+    assert width < 1 or len(line) <= width - 1
+
+
+def test_progress_shows_each_written_chunk_count_and_an_eta() -> None:
+    now = [100.0]
+    stream = TtyBuffer()
+    progress = Progress(stream, verbose=False, columns=lambda: 0, clock=lambda: now[0])
+    for done, chunks in ((1, 0), (2, 0), (3, 4), (4, 9)):  # one burst: the clock stands still
+        progress(FileEvent("docs", f"f{done}.md", "indexed", done, 20, chunks))
+    assert stream.getvalue().count("\r\x1b[2K") == 3  # not f2.md: no new chunks, too soon
+    assert stream.last_line() == "  docs  4/20 · 9 chunks · f4.md"
+    now[0] = 102.0  # 5 files in 2 s: 15 more take 6 s
+    progress(FileEvent("docs", "f5.md", "indexed", 5, 20, 9))
+    assert stream.last_line() == "  docs  5/20 · 9 chunks · ETA 6s · f5.md"
+
+
+def test_progress_line_on_a_pty_of_zero_columns_keeps_the_whole_path(project: Path) -> None:
+    primary, secondary = os.openpty()  # a new pty reports 0 columns
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "index", str(project)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=secondary,
+        env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    os.close(secondary)
+    received, data = b"", b"start"
+    while data:
+        try:
+            data = os.read(primary, 4096)
+        except OSError:  # EIO once the child has closed the pty
+            data = b""
+        received += data
+    os.close(primary)
+    assert proc.wait(timeout=300) == 0
+    text = received.decode()
+    assert "\r\x1b[2K  project  1/1 · 1 chunk · " in text  # the ETA may come between
+    assert " · retry.py\r\x1b[2K" in text
+
+
+# Help (item 16).
+
+
+def test_help_ends_with_three_example_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    lines = out.rstrip("\n").splitlines()
+    assert (code, lines[-4]) == (0, "examples:")
+    assert all(line.startswith("  semsearch ") for line in lines[-3:])
+
+
+def test_every_argument_has_help_and_says_its_default() -> None:
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    parsers = {"semsearch": parser, **sub.choices}
+    assert set(parsers) >= set(COMMANDS)
+    flags = (argparse._StoreTrueAction, argparse._HelpAction, argparse._VersionAction)
+    for name, command in parsers.items():
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help, (name, action.dest)
+            if not isinstance(action, flags) and not action.required:
+                assert "(default: " in action.help, (name, action.dest)

@@ -18,7 +18,9 @@ __all__ = [
     "ExtractError",
     "FileEvent",
     "FolderInfo",
+    "FolderPlan",
     "FolderReport",
+    "FolderStatus",
     "HashEmbedder",
     "Hit",
     "Index",
@@ -56,6 +58,8 @@ _HOMES: dict[str, str] = {  # where each public name is defined
     "Index": "semsearch.index",
     "IndexReport": "semsearch.index",
     "Status": "semsearch.index",
+    "FolderPlan": "semsearch.index",
+    "FolderStatus": "semsearch.index",
     "FolderReport": "semsearch.indexer",
     "FileEvent": "semsearch.indexer",
     "Listing": "semsearch.listing",
@@ -88,7 +92,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from semsearch.folders import FolderInfo, resolve_folder
-    from semsearch.index import Index, IndexReport, Status
+    from semsearch.index import FolderPlan, FolderStatus, Index, IndexReport, Status
     from semsearch.indexer import FileEvent, FolderReport
     from semsearch.listing import Listing
     from semsearch.search import Hit

@@ -59,6 +59,7 @@ try:  # the sibling modules import lancedb and pyarrow too
     import pyarrow as pa
     from lancedb.index import FTS, BTree, HnswSq
 
+    from semsearch.store.lance_move import move_folder
     from semsearch.store.lance_query import COLUMN_BOOSTS, ann_nearest, full_text
     from semsearch.store.lance_tables import (
         FILES,
@@ -356,6 +357,10 @@ class LanceStore:
         self._delete_file_ids([r["id"] for r in mine])
         self._folders.delete(f"id = {int(folder['id'])}")
         return sum(1 for r in mine if r["status"] == "ok")
+
+    def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
+        """Give a folder's files to ``new_path`` under ``prefix`` (see ``lance_move``)."""
+        return move_folder(self, old_path, new_path, prefix)
 
     def mark_indexed(self, folder_id: int) -> None:
         """Stamp the folder with the time of its last complete index run."""

@@ -89,6 +89,15 @@ def holding_folder(target: str, roots: Sequence[Path], cwd: Path | None = None) 
     )
 
 
+def looks_moved(rels: Sequence[str], target: Path, sample: int = 200) -> bool:
+    """True when most of a folder's indexed rel paths (``sample`` of them, evenly spread) are
+    files under ``target``: the folder seems to have moved there."""
+    ordered = sorted(rels)
+    chosen = ordered[:: max(1, len(ordered) // sample)][:sample]
+    found = sum(1 for rel in chosen if (target / rel).is_file())
+    return bool(chosen) and 2 * found > len(chosen)
+
+
 def _real(raw: str, cwd: Path | None) -> str:
     return os.path.realpath((cwd or Path.cwd()) / Path(raw).expanduser())
 

@@ -16,16 +16,24 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from semsearch.chunking import ChunkSettings
-from semsearch.config import Mode, Settings
+from semsearch.config import (
+    Mode,
+    RootChange,
+    Settings,
+    add_roots,
+    is_inside,
+    move_root,
+    roots_holding,
+)
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.filetype import BINARY_EXTENSIONS
-from semsearch.folders import FolderInfo, resolve_folder
+from semsearch.folders import FolderInfo, looks_moved, resolve_folder
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.listing import Listing, list_files
@@ -102,6 +110,28 @@ class Status:
         return sum(f.chunks for f in self.folders)
 
 
+@dataclass(frozen=True)
+class MoveReport:
+    """What :meth:`Index.move` did."""
+
+    old: Path
+    new: Path
+    files: int  # indexed files that now belong to ``new``, kept without re-embedding
+    is_configured: bool  # ``new`` is in the config now
+    was_rewritten: bool  # ``old`` was configured and its entry became ``new``
+
+
+def _absorb(store: Store, outers: Sequence[Path]) -> int:
+    """Take over the indexed folders inside ``outers``: rows re-keyed, nothing re-embedded."""
+    moved = 0
+    for outer in outers:
+        for inner in [f.path for f in store.folders() if is_inside(f.path, outer)]:
+            prefix = Path(os.path.relpath(os.path.realpath(inner), os.path.realpath(outer)))
+            store.move_folder(inner, str(outer), prefix.as_posix() + "/")
+            moved += 1
+    return moved
+
+
 def ignore_settings(settings: Settings) -> IgnoreSettings:
     """The discovery rules the indexer and grep share."""
     return IgnoreSettings(
@@ -146,12 +176,18 @@ class Index:
         return self._store
 
     def _roots(self, roots: Sequence[str | Path] | None) -> list[Path]:
-        chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
+        """The folders to index: a path inside a configured or indexed folder means that one."""
+        if roots is None:
+            chosen = list(self.settings.roots)
+        else:
+            chosen = list(dict.fromkeys(self._covering(resolve_root(root)) for root in roots))
         if not chosen:
             raise UsageError(
                 "No folders configured. Add one with `semsearch add PATH`, "
                 "or index a folder directly with `semsearch index PATH`."
             )
+        for root in chosen:
+            self._refuse_nested(root)
         return chosen
 
     def plan(self, roots: Sequence[str | Path] | None = None) -> list[Listing]:
@@ -181,6 +217,7 @@ class Index:
                         model_mismatch_message(store.path, stored[0], self.embedder.model_id)
                     )
                 store.clear_chunks()
+            _absorb(store, chosen)
             indexer = Indexer(store, self.embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []
             for root in chosen:
@@ -257,6 +294,123 @@ class Index:
             purged = store.remove_folder(str(root))
             store.maintain()
             return purged
+
+    def add(
+        self, paths: Sequence[str], cwd: Path | None = None, wait_seconds: float = 600.0
+    ) -> RootChange:
+        """Add folders to the config (:func:`~semsearch.config.add_roots`), never twice.
+
+        A path inside a configured or indexed folder is refused (``covered``). An added folder
+        takes over the configured and indexed folders inside it: their files and chunks are
+        re-keyed to it, nothing is re-embedded. A path where a folder missing on disk seems to
+        have moved is refused (``moved``): :meth:`move` that folder there instead.
+        """
+        base = cwd or Path.cwd()
+        indexed = self._indexed_folders()
+        moved = self._moved_here([resolve_root(path, base) for path in paths], indexed)
+        wanted = [path for path in paths if resolve_root(path, base) not in moved]
+        configured = {os.path.realpath(root) for root in self.settings.roots}
+        only_indexed = [Path(f.path) for f in indexed if os.path.realpath(f.path) not in configured]
+        change = add_roots(self.settings.config_path, wanted, base, only_indexed)
+        self.settings = replace(self.settings, roots=change.roots)
+        if self.settings.store_path.exists():
+            with write_lock(self.settings.store_path, wait_seconds):
+                store = self._open()
+                if _absorb(store, [*change.changed, *change.unchanged]):
+                    store.maintain()
+        return replace(change, moved=tuple(moved.items()))
+
+    def move(
+        self,
+        old: str | Path,
+        new: str | Path,
+        cwd: Path | None = None,
+        wait_seconds: float = 600.0,
+    ) -> MoveReport:
+        """Give the folder ``old`` (a name or path, also when gone from disk) to the folder ``new``.
+
+        ``old`` resolves among :meth:`folders` (configured or only indexed); ``new`` must be a
+        directory. Its files and chunks now belong to ``new`` and its config entry, if any,
+        becomes ``new``; nothing is re-embedded: the next :meth:`update` finds the files
+        unchanged (by mtime and size, or else by sha256).
+        """
+        folder = resolve_folder(old, self.folders(), cwd)
+        target = resolve_root(new, cwd)
+        self._check_move(folder.path, target)
+        files = 0
+        if self.settings.store_path.exists():
+            with write_lock(self.settings.store_path, wait_seconds):
+                store = self._open()
+                files = store.move_folder(str(folder.path), str(target))
+                store.maintain()
+        rewritten = move_root(self.settings.config_path, folder.path, target)
+        roots = (target if root == folder.path else root for root in self.settings.roots)
+        self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
+        return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
+
+    def _check_move(self, old: Path, new: Path) -> None:
+        if not new.is_dir():
+            raise UsageError(
+                f"Cannot move {old} to {new}: no such directory. Move or copy the files there "
+                "first, then run this again."
+            )
+        if os.path.realpath(new) == os.path.realpath(old):
+            raise UsageError(f"{old} is already the folder at {new}: nothing to move.")
+        for other in [Path(f.path) for f in self.folders()]:
+            if is_inside(new, other) and other != old:
+                raise UsageError(
+                    f"Refused: {new} is inside {other}, which already covers it. "
+                    f"Remove that folder first (`semsearch remove {other}`)."
+                )
+            if is_inside(other, new) and other == old:
+                raise UsageError(
+                    f"Refused: {new} holds {old}. To index {old} as part of {new}, run "
+                    f"`semsearch add {new}` (it takes {old} over without re-embedding)."
+                )
+            if is_inside(other, new):
+                raise UsageError(
+                    f"Refused: {new} holds the folder {other}; moving {old} there would index "
+                    f"{other}'s files twice. Remove it first (`semsearch remove {other}`)."
+                )
+        if is_inside(new, old):
+            raise UsageError(f"Refused: {new} is inside {old}; a folder cannot move into itself.")
+
+    def _covering(self, root: Path) -> Path:
+        """The configured (else indexed) folder holding ``root``, or ``root`` itself."""
+        indexed = [Path(f.path) for f in self._indexed_folders()]
+        holders = roots_holding(self.settings.roots, root) or roots_holding(indexed, root)
+        return holders[-1] if holders else root
+
+    def _refuse_nested(self, root: Path) -> None:
+        """Refuse to index a folder that holds a configured one (its files would count twice)."""
+        inner = next((r for r in self.settings.roots if is_inside(r, root)), None)
+        if inner is None:
+            return
+        if root in self.settings.roots:
+            raise UsageError(
+                f"Configured folders overlap: {inner} is inside {root}. Run `semsearch add "
+                f"{root}` to merge it into {root} (its index moves over, nothing is re-embedded)."
+            )
+        raise UsageError(
+            f"{root} holds the configured folder {inner}. Add it with `semsearch add {root}` "
+            f"(it takes {inner} over without re-embedding), or index {inner} itself."
+        )
+
+    def _moved_here(self, targets: Sequence[Path], indexed: Sequence[Folder]) -> dict[Path, Path]:
+        """target → indexed folder missing on disk whose files are found under the target."""
+        gone = [f for f in indexed if not Path(f.path).is_dir()]
+        if not gone:
+            return {}
+        store = self._open()
+        found: dict[Path, Path] = {}
+        for target in targets:
+            for folder in gone:
+                states = store.file_states(folder.id)
+                rels = [rel for rel, state in states.items() if state.status == "ok"]
+                if target.is_dir() and looks_moved(rels, target):
+                    found[target] = Path(folder.path)
+                    break
+        return found
 
     def status(self, count_changes: bool = True) -> Status:
         """Index file, model, folders with counts, and files changed since the last run."""

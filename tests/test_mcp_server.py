@@ -574,3 +574,29 @@ def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]
         assert listing["indexPath"] == str(home / ".local" / "share" / "semsearch" / "lancedb")
     finally:
         session.close()
+
+
+def test_after_move_the_tools_use_the_new_path(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any], cli: Any
+) -> None:
+    shop, moved = world["shop"], world["base"] / "shop-moved"
+    ok(client.call("index", {}))  # settle what earlier tests changed
+    shop.rename(moved)
+    try:
+        assert cli("move", "shop", str(moved)) == 0
+        folders = json.loads(ok(client.call("list_folders")))["folders"]
+        assert [(f["name"], f["path"]) for f in folders] == [("shop-moved", str(moved))]
+        text = ok(client.call("cat_file", {"filePath": str(moved / "notes/changing.md")}))
+        assert text.startswith("# shop-moved  ·  notes/changing.md  ·  lines 1–1 of 1")
+        found = ok(client.call("grep", {"pattern": "ERR_ZORBLATT_7741"}))
+        assert "shop-moved  ·  src/app.py:2" in found
+        summary = json.loads(ok(client.call("index", {})))
+        assert (summary["filesIndexed"], summary["chunksWritten"]) == (0, 0)
+        assert summary["folders"][0]["path"] == str(moved)
+        hits = search(client, "payment retry backoff")
+        assert hits and all(h["filePath"].startswith(f"{moved}{os.sep}") for h in hits)
+        gathered = ok(client.call("gather", {"query": "payment retry backoff", "k": 1}))
+        assert "shop-moved" in gathered
+    finally:
+        moved.rename(shop)
+        assert cli("move", "shop-moved", str(shop)) == 0

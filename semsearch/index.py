@@ -121,15 +121,12 @@ class MoveReport:
     was_rewritten: bool  # ``old`` was configured and its entry became ``new``
 
 
-def _absorb(store: Store, outers: Sequence[Path]) -> int:
+def _absorb(store: Store, outers: Sequence[Path]) -> None:
     """Take over the indexed folders inside ``outers``: rows re-keyed, nothing re-embedded."""
-    moved = 0
     for outer in outers:
         for inner in [f.path for f in store.folders() if is_inside(f.path, outer)]:
             prefix = Path(os.path.relpath(os.path.realpath(inner), os.path.realpath(outer)))
             store.move_folder(inner, str(outer), prefix.as_posix() + "/")
-            moved += 1
-    return moved
 
 
 def ignore_settings(settings: Settings) -> IgnoreSettings:
@@ -313,11 +310,12 @@ class Index:
         only_indexed = [Path(f.path) for f in indexed if os.path.realpath(f.path) not in configured]
         change = add_roots(self.settings.config_path, wanted, base, only_indexed)
         self.settings = replace(self.settings, roots=change.roots)
-        if self.settings.store_path.exists():
-            with write_lock(self.settings.store_path, wait_seconds):
+        outers = [*change.changed, *change.unchanged]
+        if any(is_inside(f.path, outer) for f in indexed for outer in outers):
+            with write_lock(self.settings.store_path, wait_seconds):  # only then wait for it
                 store = self._open()
-                if _absorb(store, [*change.changed, *change.unchanged]):
-                    store.maintain()
+                _absorb(store, outers)
+                store.maintain()
         return replace(change, moved=tuple(moved.items()))
 
     def move(

@@ -105,14 +105,18 @@ def test_an_outer_folder_takes_over_inner_ones_without_re_embedding(
 
 
 def test_index_of_a_path_inside_a_configured_folder_updates_that_folder(
-    proj: Path, hash_index: Index
+    proj: Path, settings: Settings
 ) -> None:
-    hash_index.add([str(proj)])
-    report = hash_index.update([proj / "docs"])
-    assert [(f.path, f.indexed) for f in report.folders] == [(str(proj), 3)]
-    report = hash_index.update([proj / "docs" / "guide.md", proj / "src"])
+    add_roots(settings.config_path, [str(proj)], proj)
+    index = Index(load_settings(os.environ), embedder=HashEmbedder())
+    index.update()
+    report = index.update([proj / "docs"])  # used to index docs again, as a folder of its own
     assert [(f.path, f.unchanged) for f in report.folders] == [(str(proj), 3)]
-    assert [f.path for f in hash_index.folders()] == [proj]
+    report = index.update([proj / "docs" / "guide.md", proj / "src"])
+    assert [(f.path, f.unchanged) for f in report.folders] == [(str(proj), 3)]
+    assert [f.path for f in index.folders()] == [proj]
+    assert hits(index) == [str(proj / rel) for rel in ALL]
+    index.close()
 
 
 def test_index_of_a_folder_holding_a_configured_one_is_refused(

@@ -33,7 +33,13 @@ from semsearch.config import (
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.filetype import BINARY_EXTENSIONS
-from semsearch.folders import FolderInfo, looks_moved, resolve_folder
+from semsearch.folders import (
+    FolderInfo,
+    check_move,
+    check_not_nested,
+    looks_moved,
+    resolve_folder,
+)
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.listing import Listing, list_files
@@ -184,7 +190,7 @@ class Index:
                 "or index a folder directly with `semsearch index PATH`."
             )
         for root in chosen:
-            self._refuse_nested(root)
+            check_not_nested(root, self.settings.roots)
         return chosen
 
     def plan(self, roots: Sequence[str | Path] | None = None) -> list[Listing]:
@@ -334,7 +340,7 @@ class Index:
         """
         folder = resolve_folder(old, self.folders(), cwd)
         target = resolve_root(new, cwd)
-        self._check_move(folder.path, target)
+        check_move(folder.path, target, self.folders())
         files = 0
         if self.settings.store_path.exists():
             with write_lock(self.settings.store_path, wait_seconds):
@@ -346,53 +352,11 @@ class Index:
         self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
         return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
 
-    def _check_move(self, old: Path, new: Path) -> None:
-        if not new.is_dir():
-            raise UsageError(
-                f"Cannot move {old} to {new}: no such directory. Move or copy the files there "
-                "first, then run this again."
-            )
-        if os.path.realpath(new) == os.path.realpath(old):
-            raise UsageError(f"{old} is already the folder at {new}: nothing to move.")
-        for other in [Path(f.path) for f in self.folders()]:
-            if is_inside(new, other) and other != old:
-                raise UsageError(
-                    f"Refused: {new} is inside {other}, which already covers it. "
-                    f"Remove that folder first (`semsearch remove {other}`)."
-                )
-            if is_inside(other, new) and other == old:
-                raise UsageError(
-                    f"Refused: {new} holds {old}. To index {old} as part of {new}, run "
-                    f"`semsearch add {new}` (it takes {old} over without re-embedding)."
-                )
-            if is_inside(other, new):
-                raise UsageError(
-                    f"Refused: {new} holds the folder {other}; moving {old} there would index "
-                    f"{other}'s files twice. Remove it first (`semsearch remove {other}`)."
-                )
-        if is_inside(new, old):
-            raise UsageError(f"Refused: {new} is inside {old}; a folder cannot move into itself.")
-
     def _covering(self, root: Path) -> Path:
         """The configured (else indexed) folder holding ``root``, or ``root`` itself."""
         indexed = [Path(f.path) for f in self._indexed_folders()]
         holders = roots_holding(self.settings.roots, root) or roots_holding(indexed, root)
         return holders[-1] if holders else root
-
-    def _refuse_nested(self, root: Path) -> None:
-        """Refuse to index a folder that holds a configured one (its files would count twice)."""
-        inner = next((r for r in self.settings.roots if is_inside(r, root)), None)
-        if inner is None:
-            return
-        if root in self.settings.roots:
-            raise UsageError(
-                f"Configured folders overlap: {inner} is inside {root}. Run `semsearch add "
-                f"{root}` to merge it into {root} (its index moves over, nothing is re-embedded)."
-            )
-        raise UsageError(
-            f"{root} holds the configured folder {inner}. Add it with `semsearch add {root}` "
-            f"(it takes {inner} over without re-embedding), or index {inner} itself."
-        )
 
     def _moved_here(self, targets: Sequence[Path], indexed: Sequence[Folder]) -> dict[Path, Path]:
         """target → indexed folder missing on disk whose files are found under the target."""

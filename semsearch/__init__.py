@@ -58,7 +58,7 @@ _HOMES: dict[str, str] = {  # where each public name is defined
     "Index": "semsearch.index",
     "IndexReport": "semsearch.index",
     "Status": "semsearch.index",
-    "FolderPlan": "semsearch.index",
+    "FolderPlan": "semsearch.plan",
     "FolderStatus": "semsearch.index",
     "FolderReport": "semsearch.indexer",
     "FileEvent": "semsearch.indexer",
@@ -92,9 +92,10 @@ if TYPE_CHECKING:
         UsageError,
     )
     from semsearch.folders import FolderInfo, resolve_folder
-    from semsearch.index import FolderPlan, FolderStatus, Index, IndexReport, Status
+    from semsearch.index import FolderStatus, Index, IndexReport, Status
     from semsearch.indexer import FileEvent, FolderReport
     from semsearch.listing import Listing
+    from semsearch.plan import FolderPlan
     from semsearch.search import Hit
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from semsearch import __version__
 from semsearch.cli_output import Progress, print_hits, print_plan, print_report, print_status
-from semsearch.config import MODES, Settings, add_roots, load_settings, remove_roots
+from semsearch.config import MODES, Settings, load_settings, remove_roots
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.folders import resolve_folder
 
@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
     )
     sub.add_parser("mcp", help="run the MCP stdio server")
+    move = sub.add_parser("move", help="give a moved folder's index to its new path")
+    move.add_argument("old", metavar="OLD", help="the folder's name or old path (may be gone)")
+    move.add_argument("new", metavar="NEW", help="the folder's new path (a directory)")
     for command in dict.fromkeys(sub.choices.values()):  # aliases share a parser
         _add_global_flags(command)
     return parser
@@ -207,19 +210,38 @@ def main_exit() -> None:
 
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
-    """``add PATH...``"""
-    change = add_roots(settings.config_path, args.paths, Path.cwd())
+    """``add PATH...``: never a folder twice, not even nested."""
+    from semsearch.index import Index
+
+    index = Index(settings)
+    try:
+        change = index.add(args.paths, Path.cwd())
+    finally:
+        index.close()
     for path in change.changed:
         print(f"added     {path}")
     for path in change.unchanged:
         print(f"already   {path}")
+    for inner, outer in change.taken_over:
+        print(f"merged    {inner} into {outer} (its index moved over, nothing re-embedded)")
     for raw in change.rejected:
         print(f"not a directory: {raw}", file=sys.stderr)
-    if change.changed:
+    for path, owner in change.covered:
+        how = "configured" if owner in change.roots else "indexed (add that folder instead)"
+        print(f"not added: {path} is inside {owner}, which is already {how}", file=sys.stderr)
+    for path, old in change.moved:
+        print(
+            f"not added: {path}: it looks like {old} moved here: run `semsearch move {old} "
+            f"{path}` (keeps its index, nothing re-embedded), or `semsearch remove {old}` "
+            "first to add it as a new folder",
+            file=sys.stderr,
+        )
+    if change.changed or change.taken_over:
         count = len(change.roots)
         print(f"\n{count} folder{'s' if count != 1 else ''} configured in {settings.config_path}")
         print("Next: semsearch index")
-    return EXIT_FAIL if change.rejected and not change.changed else EXIT_OK
+    refused = change.rejected or change.covered or change.moved
+    return EXIT_FAIL if refused and not (change.changed or change.taken_over) else EXIT_OK
 
 
 def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
@@ -358,6 +380,27 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
+    """``move OLD NEW``: the folder's files, chunks and config entry now belong to NEW."""
+    from semsearch.index import Index
+
+    index = Index(settings)
+    try:
+        report = index.move(args.old, args.new, Path.cwd())
+    finally:
+        index.close()
+    files = f"{report.files} indexed file{'s' if report.files != 1 else ''}"
+    print(f"moved     {report.old} -> {report.new}  ({files} kept, nothing to re-embed)")
+    if report.is_configured:
+        print("Next: semsearch index  (finds the moved files unchanged)")
+    else:
+        print(
+            f"{report.new} is not in the config: run `semsearch add {report.new}` to have "
+            "`semsearch index` and the MCP tools use it."
+        )
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Any] = {
     "add": cmd_add,
     "remove": cmd_remove,
@@ -369,4 +412,5 @@ COMMANDS: dict[str, Any] = {
     "index": cmd_index,
     "search": cmd_search,
     "mcp": cmd_mcp,
+    "move": cmd_move,
 }

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cli.cmd_search)
-    from semsearch.index import FolderPlan, IndexReport, Status
+    from semsearch.index import IndexReport, Status
     from semsearch.indexer import FileEvent
+    from semsearch.plan import FolderPlan
     from semsearch.search import Hit
 
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)

@@ -252,12 +252,21 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
 
 @dataclass(frozen=True)
 class RootChange:
-    """Outcome of ``add`` or ``remove``: which paths changed, which were no-ops or rejected."""
+    """Outcome of ``add`` or ``remove``: which paths changed, which were no-ops or rejected.
+
+    ``covered`` holds (path, folder already covering it) for paths refused because they lie
+    inside a configured or indexed folder; ``taken_over`` (inner, outer) for configured
+    folders that left the config because an added folder holds them; ``moved`` (path, missing
+    folder) for paths refused because a folder missing on disk seems to have moved there.
+    """
 
     changed: tuple[Path, ...] = ()
     unchanged: tuple[Path, ...] = ()
     rejected: tuple[str, ...] = ()
     roots: tuple[Path, ...] = ()
+    covered: tuple[tuple[Path, Path], ...] = ()
+    taken_over: tuple[tuple[Path, Path], ...] = ()
+    moved: tuple[tuple[Path, Path], ...] = ()
 
 
 def _store_roots(path: Path, data: dict[str, Any], roots: list[Path]) -> None:
@@ -266,27 +275,70 @@ def _store_roots(path: Path, data: dict[str, Any], roots: list[Path]) -> None:
     write_config_file(path, data)
 
 
-def add_roots(config_path: Path, paths: list[str], cwd: Path) -> RootChange:
-    """Add folders (stored as real paths); missing paths and non-directories are rejected."""
+def is_inside(path: str | Path, folder: str | Path) -> bool:
+    """True when ``path`` lies strictly below ``folder`` (both compared as real paths)."""
+    real, real_folder = os.path.realpath(path), os.path.realpath(folder)
+    return real != real_folder and real.startswith(real_folder.rstrip(os.sep) + os.sep)
+
+
+def add_roots(
+    config_path: Path, paths: list[str], cwd: Path, indexed: Sequence[Path] = ()
+) -> RootChange:
+    """Add folders (stored as real paths); missing paths and non-directories are rejected.
+
+    No folder is ever configured twice, not even nested: a path inside a configured folder
+    (or inside one of the ``indexed`` folders) is refused, naming the folder that covers it;
+    a path holding configured folders takes their place (``taken_over``), also when it is
+    already configured (a config written before this rule).
+    """
     data = read_config_file(config_path)
     roots = config_roots(config_path, data)
-    known = {os.path.realpath(root) for root in roots}
+    before = list(roots)
     added: list[Path] = []
     already: list[Path] = []
     rejected: list[str] = []
+    covered: list[tuple[Path, Path]] = []
+    taken: list[tuple[Path, Path]] = []
     for raw in paths:
         target = Path(os.path.realpath(cwd / Path(raw).expanduser()))
+        owner = next((f for f in [*roots, *indexed] if is_inside(target, f)), None)
         if not target.is_dir():
             rejected.append(raw)
-        elif str(target) in known:
-            already.append(target)
+        elif owner is not None:
+            covered.append((target, owner))
         else:
-            known.add(str(target))
-            roots.append(target)
-            added.append(target)
-    if added:
+            inner = [root for root in roots if is_inside(root, target)]
+            taken.extend((root, target) for root in inner)
+            roots = [root for root in roots if root not in inner]
+            if target in roots:
+                already.append(target)
+            else:
+                roots.append(target)
+                added.append(target)
+    if roots != before:
         _store_roots(config_path, data, roots)
-    return RootChange(tuple(added), tuple(already), tuple(rejected), tuple(roots))
+    return RootChange(
+        tuple(added), tuple(already), tuple(rejected), tuple(roots), tuple(covered), tuple(taken)
+    )
+
+
+def move_root(config_path: Path, old: Path, new: Path) -> bool:
+    """Put ``new`` in the config where ``old`` was (dropping ``old`` if ``new`` is there).
+
+    Returns False, changing nothing, when ``old`` is not configured.
+    """
+    data = read_config_file(config_path)
+    roots = config_roots(config_path, data)
+    real_old = os.path.realpath(old)
+    if not any(os.path.realpath(root) == real_old for root in roots):
+        return False
+    moved: list[Path] = []
+    for root in roots:
+        entry = new if os.path.realpath(root) == real_old else root
+        if entry not in moved:
+            moved.append(entry)
+    _store_roots(config_path, data, moved)
+    return True
 
 
 def remove_roots(config_path: Path, folders: Sequence[Path]) -> RootChange:

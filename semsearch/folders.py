@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from semsearch.config import roots_holding
+from semsearch.config import is_inside, roots_holding
 from semsearch.errors import PathRefusedError, UsageError
 
 
@@ -87,6 +87,62 @@ def holding_folder(target: str, roots: Sequence[Path], cwd: Path | None = None) 
         f"Refused: {target} is not a configured folder or inside one; the index tool only "
         f"updates configured folders. To add it, run `semsearch add {target}` in a terminal."
     )
+
+
+def check_move(old: Path, new: Path, folders: Sequence[FolderInfo]) -> None:
+    """Refuse (:class:`UsageError`) to move the folder ``old`` to ``new`` unless ``new`` is a
+    directory that is no other folder, lies in none and holds none: no file is indexed twice."""
+    if not new.is_dir():
+        raise UsageError(
+            f"Cannot move {old} to {new}: no such directory. Move or copy the files there "
+            "first, then run this again."
+        )
+    if os.path.realpath(new) == os.path.realpath(old):
+        raise UsageError(f"{old} is already the folder at {new}: nothing to move.")
+    for other in [folder.path for folder in folders]:
+        if is_inside(new, other) and other != old:
+            raise UsageError(
+                f"Refused: {new} is inside {other}, which already covers it. "
+                f"Remove that folder first (`semsearch remove {other}`)."
+            )
+        if is_inside(other, new) and other == old:
+            raise UsageError(
+                f"Refused: {new} holds {old}. To index {old} as part of {new}, run "
+                f"`semsearch add {new}` (it takes {old} over without re-embedding)."
+            )
+        if is_inside(other, new):
+            raise UsageError(
+                f"Refused: {new} holds the folder {other}; moving {old} there would index "
+                f"{other}'s files twice. Remove it first (`semsearch remove {other}`)."
+            )
+    if is_inside(new, old):
+        raise UsageError(f"Refused: {new} is inside {old}; a folder cannot move into itself.")
+
+
+def check_not_nested(root: Path, roots: Sequence[Path]) -> None:
+    """Refuse (:class:`UsageError`) to index a folder holding a configured one (``roots``):
+    its files would be indexed twice."""
+    inner = next((r for r in roots if is_inside(r, root)), None)
+    if inner is None:
+        return
+    if root in roots:
+        raise UsageError(
+            f"Configured folders overlap: {inner} is inside {root}. Run `semsearch add "
+            f"{root}` to merge it into {root} (its index moves over, nothing is re-embedded)."
+        )
+    raise UsageError(
+        f"{root} holds the configured folder {inner}. Add it with `semsearch add {root}` "
+        f"(it takes {inner} over without re-embedding), or index {inner} itself."
+    )
+
+
+def looks_moved(rels: Sequence[str], target: Path, sample: int = 200) -> bool:
+    """True when most of a folder's indexed rel paths (``sample`` of them, evenly spread) are
+    files under ``target``: the folder seems to have moved there."""
+    ordered = sorted(rels)
+    chosen = ordered[:: max(1, len(ordered) // sample)][:sample]
+    found = sum(1 for rel in chosen if (target / rel).is_file())
+    return bool(chosen) and 2 * found > len(chosen)
 
 
 def _real(raw: str, cwd: Path | None) -> str:

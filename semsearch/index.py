@@ -12,31 +12,42 @@ The CLI and the MCP server are thin adapters over this class::
 
 from __future__ import annotations
 
-import operator
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from semsearch.access import read_file_bytes
 from semsearch.chunking import ChunkSettings
-from semsearch.config import Mode, Settings
+from semsearch.config import (
+    Mode,
+    RootChange,
+    Settings,
+    add_roots,
+    is_inside,
+    move_root,
+    roots_holding,
+)
 from semsearch.embedder import Embedder, OnnxEmbedder
-from semsearch.errors import ExtractError, ModelMismatchError, UsageError
-from semsearch.extract import extract
-from semsearch.filetype import BINARY_EXTENSIONS, is_binary_content
-from semsearch.folders import FolderInfo, resolve_folder
+from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.filetype import BINARY_EXTENSIONS
+from semsearch.folders import (
+    FolderInfo,
+    check_move,
+    check_not_nested,
+    looks_moved,
+    resolve_folder,
+)
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import (
-    STORED_SKIP_REASONS,
     FileEvent,
     FolderReport,
     Indexer,
     IndexerSettings,
 )
-from semsearch.listing import FileEntry, Skip, list_files
+from semsearch.listing import list_files
+from semsearch.plan import FolderPlan, is_same, plan_folder
 from semsearch.search import Hit, SearchOptions, search
 from semsearch.store import (
     FileState,
@@ -142,20 +153,22 @@ class Status:
 
 
 @dataclass(frozen=True)
-class FolderPlan:
-    """What an index run would do with one folder (``index --dry-run``).
+class MoveReport:
+    """What :meth:`Index.move` did."""
 
-    The counts agree with the run's: ``files`` are what would be searchable, ``skipped`` every
-    path left out with its reason (by name, kind or size, or read and found without text), and
-    ``errors`` what would fail.
-    """
+    old: Path
+    new: Path
+    files: int  # indexed files that now belong to ``new``, kept without re-embedding
+    is_configured: bool  # ``new`` is in the config now
+    was_rewritten: bool  # ``old`` was configured and its entry became ``new``
 
-    root: Path
-    mode: str
-    files: tuple[FileEntry, ...]
-    skipped: tuple[Skip, ...]
-    errors: tuple[Skip, ...]
-    warnings: tuple[str, ...]
+
+def _absorb(store: Store, outers: Sequence[Path]) -> None:
+    """Take over the indexed folders inside ``outers``: rows re-keyed, nothing re-embedded."""
+    for outer in outers:
+        for inner in [f.path for f in store.folders() if is_inside(f.path, outer)]:
+            prefix = Path(os.path.relpath(os.path.realpath(inner), os.path.realpath(outer)))
+            store.move_folder(inner, str(outer), prefix.as_posix() + "/")
 
 
 def ignore_settings(settings: Settings) -> IgnoreSettings:
@@ -171,34 +184,6 @@ def ignore_settings(settings: Settings) -> IgnoreSettings:
         global_ignore_file=settings.global_ignore_file,
         max_file_size=settings.max_file_size,
     )
-
-
-def _is_same(state: FileState, entry: FileEntry) -> bool:
-    """True when a listed file has the mtime and size the index recorded (it is not read)."""
-    return (state.mtime_ns, state.size) == (entry.mtime_ns, entry.size)
-
-
-def _preview(entry: FileEntry, settings: IndexerSettings) -> tuple[str, str] | None:
-    """Why an index run would skip or fail on a file (("skipped"|"error", reason)), or None.
-
-    The same checks, in the same order and with the same reasons, as the indexer's read step
-    (``Indexer._prepare`` and ``_chunk``): read, binary content, extraction, text size, no text.
-    """
-    try:
-        data = read_file_bytes(entry, settings.ignore)
-    except (OSError, ExtractError) as exc:
-        return ("error", str(exc))
-    if is_binary_content(entry.rel, data):
-        return ("skipped", "binary: binary content")
-    try:
-        text = extract(entry.rel, data).text
-    except ExtractError as exc:
-        return ("error", str(exc))
-    if len(text) > settings.max_text_size:
-        return ("skipped", f"too_large: {len(text):,} characters of text")
-    if not text.strip():
-        return ("skipped", "empty: no text")
-    return None
 
 
 def resolve_root(raw: str | Path, cwd: Path | None = None) -> Path:
@@ -230,12 +215,18 @@ class Index:
         return self._store
 
     def _roots(self, roots: Sequence[str | Path] | None) -> list[Path]:
-        chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
+        """The folders to index: a path inside a configured or indexed folder means that one."""
+        if roots is None:
+            chosen = list(self.settings.roots)
+        else:
+            chosen = list(dict.fromkeys(self._covering(resolve_root(root)) for root in roots))
         if not chosen:
             raise UsageError(
                 "No folders configured. Add one with `semsearch add PATH`, "
                 "or index a folder directly with `semsearch index PATH`."
             )
+        for root in chosen:
+            check_not_nested(root, self.settings.roots)
         return chosen
 
     def plan(self, roots: Sequence[str | Path] | None = None) -> list[FolderPlan]:
@@ -248,29 +239,7 @@ class Index:
 
     def _plan(self, root: Path) -> FolderPlan:
         listing = list_files(root, ignore_settings(self.settings))
-        states = self._states(listing.root)
-        files: list[FileEntry] = []
-        skipped, errors = list(listing.skipped), list(listing.errors)
-        for entry in listing.files:
-            state = states.get(entry.rel)
-            if state is not None and state.status != "error" and _is_same(state, entry):
-                reason = STORED_SKIP_REASONS.get(state.status, state.status)
-                outcome = None if state.status == "ok" else ("skipped", reason)
-            else:
-                outcome = _preview(entry, self._indexer_settings())
-            if outcome is None:
-                files.append(entry)
-            else:
-                (skipped if outcome[0] == "skipped" else errors).append(Skip(entry.rel, outcome[1]))
-        by_rel = operator.attrgetter("rel")
-        return FolderPlan(
-            listing.root,
-            listing.mode,
-            tuple(files),
-            tuple(sorted(skipped, key=by_rel)),
-            tuple(sorted(errors, key=by_rel)),
-            listing.warnings,
-        )
+        return plan_folder(listing, self._states(listing.root), self._indexer_settings())
 
     def _states(self, root: Path) -> dict[str, FileState]:
         """The stored states of a folder's files ({} when it is not in the index)."""
@@ -303,6 +272,7 @@ class Index:
                         model_mismatch_message(store.path, stored[0], self.embedder.model_id)
                     )
                 store.clear_chunks()
+            _absorb(store, chosen)
             indexer = Indexer(store, self.embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []
             for root in chosen:
@@ -380,6 +350,82 @@ class Index:
             store.maintain()
             return purged
 
+    def add(
+        self, paths: Sequence[str], cwd: Path | None = None, wait_seconds: float = 600.0
+    ) -> RootChange:
+        """Add folders to the config (:func:`~semsearch.config.add_roots`), never twice.
+
+        A path inside a configured or indexed folder is refused (``covered``). An added folder
+        takes over the configured and indexed folders inside it: their files and chunks are
+        re-keyed to it, nothing is re-embedded. A path where a folder missing on disk seems to
+        have moved is refused (``moved``): :meth:`move` that folder there instead.
+        """
+        base = cwd or Path.cwd()
+        indexed = self._indexed_folders()
+        moved = self._moved_here([resolve_root(path, base) for path in paths], indexed)
+        wanted = [path for path in paths if resolve_root(path, base) not in moved]
+        configured = {os.path.realpath(root) for root in self.settings.roots}
+        only_indexed = [Path(f.path) for f in indexed if os.path.realpath(f.path) not in configured]
+        change = add_roots(self.settings.config_path, wanted, base, only_indexed)
+        self.settings = replace(self.settings, roots=change.roots)
+        outers = [*change.changed, *change.unchanged]
+        if any(is_inside(f.path, outer) for f in indexed for outer in outers):
+            with write_lock(self.settings.store_path, wait_seconds):  # only then wait for it
+                store = self._open()
+                _absorb(store, outers)
+                store.maintain()
+        return replace(change, moved=tuple(moved.items()))
+
+    def move(
+        self,
+        old: str | Path,
+        new: str | Path,
+        cwd: Path | None = None,
+        wait_seconds: float = 600.0,
+    ) -> MoveReport:
+        """Give the folder ``old`` (a name or path, also when gone from disk) to the folder ``new``.
+
+        ``old`` resolves among :meth:`folders` (configured or only indexed); ``new`` must be a
+        directory. Its files and chunks now belong to ``new`` and its config entry, if any,
+        becomes ``new``; nothing is re-embedded: the next :meth:`update` finds the files
+        unchanged (by mtime and size, or else by sha256).
+        """
+        folder = resolve_folder(old, self.folders(), cwd)
+        target = resolve_root(new, cwd)
+        check_move(folder.path, target, self.folders())
+        files = 0
+        if self.settings.store_path.exists():
+            with write_lock(self.settings.store_path, wait_seconds):
+                store = self._open()
+                files = store.move_folder(str(folder.path), str(target))
+                store.maintain()
+        rewritten = move_root(self.settings.config_path, folder.path, target)
+        roots = (target if root == folder.path else root for root in self.settings.roots)
+        self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
+        return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
+
+    def _covering(self, root: Path) -> Path:
+        """The configured (else indexed) folder holding ``root``, or ``root`` itself."""
+        indexed = [Path(f.path) for f in self._indexed_folders()]
+        holders = roots_holding(self.settings.roots, root) or roots_holding(indexed, root)
+        return holders[-1] if holders else root
+
+    def _moved_here(self, targets: Sequence[Path], indexed: Sequence[Folder]) -> dict[Path, Path]:
+        """target → indexed folder missing on disk whose files are found under the target."""
+        gone = [f for f in indexed if not Path(f.path).is_dir()]
+        if not gone:
+            return {}
+        store = self._open()
+        found: dict[Path, Path] = {}
+        for target in targets:
+            for folder in gone:
+                states = store.file_states(folder.id)
+                rels = [rel for rel, state in states.items() if state.status == "ok"]
+                if target.is_dir() and looks_moved(rels, target):
+                    found[target] = Path(folder.path)
+                    break
+        return found
+
     def status(self, count_changes: bool = True) -> Status:
         """Index file, model, folders (configured or indexed) with counts; with
         ``count_changes``, each indexed folder is listed to count changed, skipped and failed
@@ -409,7 +455,7 @@ class Index:
         states = self._open().file_states(folder.id)
         listed = {e.rel for e in listing.files}
         differs = sum(
-            1 for e in listing.files if (s := states.get(e.rel)) is None or not _is_same(s, e)
+            1 for e in listing.files if (s := states.get(e.rel)) is None or not is_same(s, e)
         )
         gone = sum(1 for rel in states if rel not in listed)
         kept = [s.status for rel, s in states.items() if rel in listed]

@@ -59,6 +59,8 @@ def project(tmp_path: Path) -> Path:
         ),
         (["remove", "/nothing/here"], 2, "No folder at /nothing/here."),
         (["add", "/definitely/not/here"], 1, "not a directory: /definitely/not/here"),
+        (["move", "old"], 2, "the following arguments are required: NEW"),
+        (["move", "old", "/"], 2, "No folder named 'old'. No folders are configured"),
     ],
 )
 def test_errors_have_exit_codes_and_messages(
@@ -497,3 +499,78 @@ def test_every_argument_has_help_and_says_its_default() -> None:
             assert action.help, (name, action.dest)
             if not isinstance(action, flags) and not action.required:
                 assert "(default: " in action.help, (name, action.dest)
+
+
+def hash_indexed(*roots: Path, index_file: str | None = None) -> None:
+    """Index folders with the hashed embedder (no model load)."""
+    index = Index(load_settings(os.environ, index_file), embedder=HashEmbedder())
+    index.update(list(roots) or None)
+    index.close()
+
+
+def test_add_refuses_a_folder_inside_a_configured_one(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    (project / "sub").mkdir()
+    assert run(capsys, "add", str(project))[0] == 0
+    code, out, err = run(capsys, "add", str(project / "sub"))
+    assert (code, out) == (1, "")
+    assert f"not added: {project}/sub is inside {project}, which is already configured" in err
+    assert run(capsys, "list")[1] == f"project  {project}\n"
+
+
+def test_add_of_an_outer_folder_merges_the_inner_ones(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    inner = write_tree(project / "docs", {"guide.md": "otters sleep afloat\n"})
+    assert run(capsys, "add", str(inner))[0] == 0
+    hash_indexed()
+    code, out, _ = run(capsys, "add", str(project))
+    assert code == 0
+    assert out.startswith(f"added     {project}\nmerged    {inner} into {project} (its index")
+    assert run(capsys, "list")[1] == f"project  {project}\n"
+    assert indexed_files() == [(str(project), 1)]
+
+
+def test_move_gives_a_renamed_folder_its_index(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    assert run(capsys, "add", str(project))[0] == 0
+    hash_indexed()
+    moved = project.with_name("moved")
+    project.rename(moved)
+    code, out, err = run(capsys, "move", "project", str(moved))
+    assert code == 0, err
+    assert out == (
+        f"moved     {project} -> {moved}  (1 indexed file kept, nothing to re-embed)\n"
+        "Next: semsearch index  (finds the moved files unchanged)\n"
+    )
+    assert run(capsys, "list")[1] == f"moved  {moved}\n"
+    assert indexed_files() == [(str(moved), 1)]
+
+
+def test_move_on_a_copied_index_file(
+    capsys: pytest.CaptureFixture[str], project: Path, tmp_path: Path
+) -> None:
+    hash_indexed(project, index_file=str(tmp_path / "ci.db"))
+    copy = tmp_path / "copy.db"
+    copy.write_bytes((tmp_path / "ci.db").read_bytes())
+    here = project.with_name("checkout")
+    project.rename(here)
+    code, out, err = run(capsys, "--index", str(copy), "move", str(project), str(here))
+    assert code == 0, err
+    assert f"{here} is not in the config: run `semsearch add {here}`" in out
+    code, out, _ = run(capsys, "--index", str(copy), "search", "retry", "--mode", "bm25", "--json")
+    assert [hit["filePath"] for hit in json.loads(out)] == [str(here / "retry.py")]
+
+
+def test_add_suggests_move_when_a_missing_folder_moved_here(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    assert run(capsys, "add", str(project))[0] == 0
+    hash_indexed()
+    moved = project.with_name("moved")
+    project.rename(moved)
+    code, out, err = run(capsys, "add", str(moved))
+    assert (code, out) == (1, "")
+    assert f"it looks like {project} moved here: run `semsearch move {project} {moved}`" in err

@@ -751,3 +751,29 @@ def test_scores_of_a_symbol_query_are_at_most_one(client: Client, indexed: dict[
     assert all(0 <= hit["score"] <= 1 for hit in hits), [hit["score"] for hit in hits]
     gathered = structured(client, "gather", {"query": "charge", "k": 5})
     assert [r["score"] for r in gathered["results"]] == [hit["score"] for hit in hits]
+
+
+def test_after_move_the_tools_use_the_new_path(
+    client: Client, world: dict[str, Path], indexed: dict[str, Any], cli: Any
+) -> None:
+    shop, moved = world["shop"], world["base"] / "shop-moved"
+    ok(client.call("index", {}))  # settle what earlier tests changed
+    shop.rename(moved)
+    try:
+        assert cli("move", "shop", str(moved)) == 0
+        folders = json.loads(ok(client.call("list_folders")))["folders"]
+        assert [(f["name"], f["path"]) for f in folders] == [("shop-moved", str(moved))]
+        text = ok(client.call("cat_file", {"filePath": str(moved / "notes/changing.md")}))
+        assert text.startswith("# shop-moved  ·  notes/changing.md  ·  lines 1–1 of 1")
+        found = ok(client.call("grep", {"pattern": "ERR_ZORBLATT_7741"}))
+        assert "shop-moved  ·  src/app.py:2" in found
+        summary = json.loads(ok(client.call("index", {})))
+        assert (summary["filesIndexed"], summary["chunksWritten"]) == (0, 0)
+        assert summary["folders"][0]["path"] == str(moved)
+        hits = search(client, "payment retry backoff")
+        assert hits and all(h["filePath"].startswith(f"{moved}{os.sep}") for h in hits)
+        gathered = ok(client.call("gather", {"query": "payment retry backoff", "k": 1}))
+        assert "shop-moved" in gathered
+    finally:
+        moved.rename(shop)
+        assert cli("move", "shop-moved", str(shop)) == 0

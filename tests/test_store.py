@@ -431,3 +431,47 @@ def test_exact_vectors_read_only_what_changed() -> None:
     assert not len(exact.ids)
     exact.refresh()
     assert list(exact.ids) == [4] and source.reads == [0, 2, 0, 0]
+
+
+def test_move_folder_renames_it_keeping_files_chunks_and_ids(store: Store) -> None:
+    folder = store.ensure_folder("/ci/checkout", "checkout")
+    store.write_files([file_write(folder, "src/x.md", ["alpha", "beta"])])
+    store.mark_indexed(folder)
+    before = store.folders()[0]
+    chunk_ids, file_ids = [int(i) for i in store.chunk_ids()], set(store.file_refs())
+    assert store.move_folder("/ci/checkout", "/home/me/proj") == 1
+    after = store.folders()
+    assert [(f.path, f.name, f.files, f.chunks) for f in after] == [("/home/me/proj", "proj", 1, 2)]
+    assert (after[0].id, after[0].last_indexed) == (before.id, before.last_indexed)
+    assert list(store.chunk_ids()) == chunk_ids and set(store.file_refs()) == file_ids
+    assert {r.folder_path for r in store.file_refs().values()} == {"/home/me/proj"}
+    assert [c.folder_path for c in store.chunks(chunk_ids)] == ["/home/me/proj"] * 2
+    assert fts_count(store, "alpha") == 1
+    assert store.move_folder("/ci/checkout", "/elsewhere") == 0  # gone: nothing to move
+
+
+def test_move_folder_under_a_prefix_rekeys_rows_and_their_terms(store: Store) -> None:
+    inner = store.ensure_folder("/srv/p/docs", "docs")
+    outer = store.ensure_folder("/srv/p", "p")
+    store.write_files(
+        [
+            file_write(inner, "net/retryPolicy.ts", ["zebra stripes"]),
+            file_write(inner, "old.md", ["inner copy"]),
+            file_write(outer, "docs/old.md", ["outer copy"]),
+            file_write(outer, "main.py", ["lion mane"]),
+        ]
+    )
+    moved_id = store.file_states(inner)["net/retryPolicy.ts"].id
+    assert store.move_folder("/srv/p/docs", "/srv/p", "docs/") == 1
+    assert [(f.path, f.files, f.chunks) for f in store.folders()] == [("/srv/p", 3, 3)]
+    states = store.file_states(outer)
+    assert sorted(states) == ["docs/net/retryPolicy.ts", "docs/old.md", "main.py"]
+    assert states["docs/net/retryPolicy.ts"].id == moved_id  # re-keyed, not rewritten
+    assert fts_count(store, "inner") == 0 and fts_count(store, "outer") == 1  # outer's row won
+    only_terms = ("terms",)
+    assert len(store.lexical(words("docs", columns=only_terms), 10, None)) == 2
+    assert len(store.lexical(words("retry policy", columns=only_terms), 10, None)) == 1
+    store.delete_files(outer, ["docs/net/retryPolicy.ts"])
+    for word in ("zebra", "retry", "policy", "net"):  # FTS rows left in step with the new rel
+        assert fts_count(store, word) == 0, word
+    assert store.chunk_count() == 2

@@ -155,6 +155,19 @@ class Store(Protocol):
     def remove_folder(self, path: str) -> int:
         """Purge a folder and everything under it; returns its ok files (0 if unknown)."""
 
+    def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
+        """Give the folder at ``old_path`` to ``new_path``, keeping its chunks and vectors.
+
+        Its files move to the folder at ``new_path`` (the old row itself is renamed, keeping its
+        id and last-indexed time, when ``new_path`` is not in the index yet; its name becomes
+        the last component of ``new_path``) and their rel paths become ``prefix + rel``:
+        ``prefix`` is ``""`` for a moved folder, ``"docs/"`` when an outer folder takes over
+        its subfolder ``docs``. File and chunk ids stay; the ``terms`` the lexical arm derives
+        from rel paths are rewritten. A file already known under ``new_path`` at the new rel
+        wins: the old one is dropped with its chunks. Returns the ok files moved (0 when
+        ``old_path`` is unknown or the same as ``new_path``).
+        """
+
     def mark_indexed(self, folder_id: int) -> None:
         """Stamp the folder with the time of its last complete index run."""
 

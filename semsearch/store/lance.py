@@ -60,6 +60,7 @@ try:  # the sibling modules import lancedb and pyarrow too
     import pyarrow as pa
     from lancedb.index import FTS, BTree, HnswSq
 
+    from semsearch.store.lance_move import move_folder
     from semsearch.store.lance_query import ann_nearest, full_text
     from semsearch.store.lance_tables import (
         FILES,
@@ -70,6 +71,7 @@ try:  # the sibling modules import lancedb and pyarrow too
         chunk_rows,
         chunk_schema,
         file_row,
+        folder_records,
         ids_sql,
         retagged,
         retry,
@@ -226,25 +228,7 @@ class LanceStore:
 
     def folders(self) -> list[Folder]:
         """Every folder in the index with file and chunk counts."""
-        per_file = self._chunks_per_file()
-        ok_files: dict[int, int] = {}
-        chunk_counts: dict[int, int] = {}
-        for file in self._file_rows().values():
-            folder_id = file["folder_id"]
-            ok_files[folder_id] = ok_files.get(folder_id, 0) + (file["status"] == "ok")
-            chunk_counts[folder_id] = chunk_counts.get(folder_id, 0) + per_file.get(file["id"], 0)
-        result = [
-            Folder(
-                row["id"],
-                row["path"],
-                row["name"],
-                row["last_indexed"],
-                ok_files.get(row["id"], 0),
-                chunk_counts.get(row["id"], 0),
-            )
-            for row in self._folder_rows().values()
-        ]
-        return sorted(result, key=lambda f: f.path)
+        return folder_records(self._folder_rows(), self._file_rows(), self._chunks_per_file())
 
     def _chunks_per_file(self) -> dict[int, int]:
         chunks = self._chunk_table()
@@ -357,6 +341,12 @@ class LanceStore:
         self._delete_file_ids([r["id"] for r in mine])
         self._folders.delete(f"id = {int(folder['id'])}")
         return sum(1 for r in mine if r["status"] == "ok")
+
+    def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
+        """Give a folder's files to ``new_path`` under ``prefix`` (see ``lance_move``)."""
+        tables = (self._folders, self._files, self._chunk_table())
+        rows = (self._folder_rows(), self._file_rows())
+        return move_folder(tables, rows, old_path, new_path, prefix)
 
     def mark_indexed(self, folder_id: int) -> None:
         """Stamp the folder with the time of its last complete index run."""

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.lexical import chunk_terms, definitions
-from semsearch.store.base import ChunkRow, FileWrite, FloatArray, IdArray
+from semsearch.store.base import ChunkRow, FileWrite, FloatArray, Folder, IdArray
 
 T = TypeVar("T")
 
@@ -169,3 +169,29 @@ def retry(run: Callable[[], T]) -> T:
         return run()
     except (OSError, RuntimeError, ValueError):
         return run()
+
+
+def folder_records(
+    folders: dict[int, dict[str, Any]],
+    files: dict[int, dict[str, Any]],
+    per_file: dict[int, int],
+) -> list[Folder]:
+    """The folders table's rows as records, with their ok files and chunks counted."""
+    ok_files: dict[int, int] = {}
+    chunk_counts: dict[int, int] = {}
+    for file in files.values():
+        folder_id = file["folder_id"]
+        ok_files[folder_id] = ok_files.get(folder_id, 0) + (file["status"] == "ok")
+        chunk_counts[folder_id] = chunk_counts.get(folder_id, 0) + per_file.get(file["id"], 0)
+    result = [
+        Folder(
+            row["id"],
+            row["path"],
+            row["name"],
+            row["last_indexed"],
+            ok_files.get(row["id"], 0),
+            chunk_counts.get(row["id"], 0),
+        )
+        for row in folders.values()
+    ]
+    return sorted(result, key=lambda f: f.path)

@@ -37,7 +37,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,12 @@ from semsearch.store.sqlite_schema import (
 
 # bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
 BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))
+# A folder's chunks as chunks_fts rows, as the triggers write them (folder id bound).
+FTS_ROW = "rowid, text, terms, defines"
+FTS_VALUES = (
+    "c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)"
+    " FROM chunks c JOIN files x ON x.id = c.file_id WHERE x.folder_id = ?"
+)
 
 
 class SqliteStore:
@@ -279,6 +285,42 @@ class SqliteStore:
             _delete_files(conn, "folder_id = ?", (row[0],))
             conn.execute("DELETE FROM folders WHERE id = ?", (row[0],))
         return int(row[1])
+
+    def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
+        """Give a folder's files to ``new_path`` under ``prefix`` (see ``Store.move_folder``)."""
+        old, new = self._folder_id(old_path), self._folder_id(new_path)
+        if old is None or old_path == new_path:
+            return 0
+        with self._write() as conn:
+            if new is not None:  # the files already there win
+                _delete_files(
+                    conn,
+                    "folder_id = ? AND ? || rel IN (SELECT rel FROM files WHERE folder_id = ?)",
+                    (old, prefix, new),
+                )
+            if prefix:  # the FTS `terms` come from rel: take them out under the old rel
+                conn.execute(
+                    f"INSERT INTO chunks_fts(chunks_fts, {FTS_ROW}) SELECT 'delete', {FTS_VALUES}",
+                    (old,),
+                )
+                conn.execute("UPDATE files SET rel = ? || rel WHERE folder_id = ?", (prefix, old))
+                conn.execute(f"INSERT INTO chunks_fts({FTS_ROW}) SELECT {FTS_VALUES}", (old,))
+            moved = conn.execute(
+                "SELECT count(*) FROM files WHERE folder_id = ? AND status = 'ok'", (old,)
+            ).fetchone()[0]
+            if new is None:
+                name = PurePath(new_path).name
+                conn.execute(
+                    "UPDATE folders SET path = ?, name = ? WHERE id = ?", (new_path, name, old)
+                )
+            else:
+                conn.execute("UPDATE files SET folder_id = ? WHERE folder_id = ?", (new, old))
+                conn.execute("DELETE FROM folders WHERE id = ?", (old,))
+        return int(moved)
+
+    def _folder_id(self, path: str) -> int | None:
+        row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
+        return None if row is None else int(row[0])
 
     def mark_indexed(self, folder_id: int) -> None:
         """Stamp the folder with the time of its last complete index run."""

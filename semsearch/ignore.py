@@ -12,7 +12,6 @@ touches the disk.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import re
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from typing import Any, Literal
 
 import pathspec
 
-from semsearch.config import DEFAULT_IGNORE_FILE, DEFAULT_MAX_FILE_SIZE
+from semsearch.config import DEFAULT_IGNORE_FILE, DEFAULT_MAX_FILE_SIZE, SKIPPED_KINDS
+from semsearch.errors import ConfigError
 from semsearch.filetype import (
     BINARY_EXTENSIONS,
     MINIFIED_EXTENSIONS,
@@ -99,8 +99,6 @@ one back in. A pattern is a file name, or its last path components (``.aws/crede
 SECRET_TEMPLATES: tuple[str, ...] = (".env.example", ".env.sample", ".env.template", ".env.dist")
 """Committed ``.env`` templates (placeholders, meant to be shared): not secret files."""
 
-_SECRETS = tuple((pattern, pattern.lower().split("/")) for pattern in SECRET_PATTERNS)
-
 
 @dataclass(frozen=True)
 class IgnoreSettings:
@@ -114,6 +112,21 @@ class IgnoreSettings:
     max_document_size: int = 50_000_000
     allow_secret_patterns: tuple[str, ...] = ()
     index_kinds: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.index_kinds - set(SKIPPED_KINDS))
+        if unknown:
+            raise ConfigError(
+                f"Unknown kind {unknown[0]!r} in `indexKinds`. Use any of: "
+                f"{', '.join(SKIPPED_KINDS)}."
+            )
+        try:
+            if self.allow_secret_patterns:
+                _allow_spec(self.allow_secret_patterns)
+        except ValueError as exc:
+            raise ConfigError(
+                f"Invalid pattern in `allowSecretPatterns`: {exc}. Fix it in the config file."
+            ) from exc
 
 
 DEFAULT_SETTINGS = IgnoreSettings()
@@ -132,14 +145,10 @@ def too_large_reason(size: int, cap: int) -> str:
 
 def secret_pattern(rel: str) -> str | None:
     """The :data:`SECRET_PATTERNS` entry that ``rel`` (a file) matches, or None."""
-    parts = rel.lower().split("/")
-    if parts[-1] in SECRET_TEMPLATES:
-        return None
-    for pattern, wanted in _SECRETS:
-        tail = parts[-len(wanted) :]
-        if len(tail) == len(wanted) and all(map(fnmatch.fnmatchcase, tail, wanted)):
-            return pattern
-    return None
+    lower = rel.lower()
+    if lower.rsplit("/", 1)[-1] in SECRET_TEMPLATES or not _ANY_SECRET.fullmatch(lower):
+        return None  # one regex for the common case; which pattern only on a hit
+    return next(pattern for pattern, regex in _SECRET_REGEXES if regex.fullmatch(lower))
 
 
 def secret_reason(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> str | None:
@@ -381,3 +390,13 @@ def _is_utf8_name(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _secret_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """Match a lower-cased path whose last components match one of ``patterns``."""
+    body = "|".join(_glob_regex(pattern.lower()) for pattern in patterns)
+    return re.compile(f"(?:.*/)?(?:{body})", re.DOTALL)
+
+
+_ANY_SECRET = _secret_regex(SECRET_PATTERNS)
+_SECRET_REGEXES = tuple((pattern, _secret_regex((pattern,))) for pattern in SECRET_PATTERNS)

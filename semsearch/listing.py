@@ -248,9 +248,10 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
 
 
 def _with_gitignore(root: Path, prefix: str, outer: Gitignores, acc: _Acc) -> Gitignores:
-    """``outer`` plus the folder's own .gitignore, when it has one."""
+    """``outer`` plus the folder's own .gitignore, when it has one (git does not follow a
+    symlinked .gitignore, nor does the walk)."""
     path = root / prefix / ".gitignore"
-    if not path.is_file():
+    if path.is_symlink() or not path.is_file():
         return outer
     lines = _read_ignore_file(path, acc)
     return (*outer, GitignoreFile.parse(prefix, lines)) if lines else outer

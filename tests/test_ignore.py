@@ -9,6 +9,7 @@ from typing import Literal
 
 import pytest
 
+from semsearch.cli import main
 from semsearch.config import load_settings
 from semsearch.errors import ConfigError
 from semsearch.ignore import (
@@ -157,3 +158,27 @@ def test_config_keys_are_validated(tmp_path: Path, data: dict[str, object], mess
     config.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_settings({"SS_CONFIG_PATH": str(config), "HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"allow_secret_patterns": ("!",)}, "Invalid pattern in `allowSecretPatterns`: "),
+        ({"index_kinds": frozenset({"fonts"})}, "Unknown kind 'fonts' in `indexKinds`."),
+    ],
+)
+def test_ignore_settings_reject_bad_opt_ins(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        IgnoreSettings(**values)  # type: ignore[arg-type]
+
+
+def test_a_bad_allow_pattern_is_one_cli_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"allowSecretPatterns": ["\\"]}))
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    assert main(["index", "--dry-run", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Invalid pattern in `allowSecretPatterns`" in err
+    assert "Traceback" not in err

@@ -573,3 +573,11 @@ def test_dry_run_lists_secret_and_kind_reasons(
         {"path": ".env", "reason": "secret file (matches .env)"},
         {"path": "yarn.lock", "reason": "lockfile"},
     ]
+
+
+def test_walk_mode_does_not_follow_a_symlinked_gitignore(folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").write_text("*.md\n")
+    make_tree(folder, {"a.md": "a"})
+    (folder / ".gitignore").symlink_to(tmp_path / "elsewhere")
+    assert rels(list_files(folder)) == ["a.md"]
+    assert Skip(".gitignore", "symlink") in list_files(folder).skipped

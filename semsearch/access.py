@@ -3,8 +3,8 @@
 :func:`read_file_bytes` reads a listed file without following a symlink at its name and never
 past its size cap; :func:`read_text` adds the NUL sniff and the text decoding or PDF/DOCX
 extraction, so every reader sees a file as the indexer does. :class:`Locator` decides whether a
-path may be read: it must resolve (symlinks included) to a file under a configured folder and be
-in that folder's listing.
+path may be read: it must resolve (symlinks included) to a file under a configured folder, not
+be a secret file (:func:`~semsearch.ignore.secret_reason`) and be in that folder's listing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from semsearch.config import roots_holding
 from semsearch.errors import ExtractError, PathRefusedError
 from semsearch.extract import Extracted, extract
 from semsearch.filetype import is_binary_content
-from semsearch.ignore import DEFAULT_SETTINGS, IgnoreSettings, size_cap, too_large_reason
+from semsearch.ignore import (
+    DEFAULT_SETTINGS,
+    IgnoreSettings,
+    secret_reason,
+    size_cap,
+    too_large_reason,
+)
 from semsearch.listing import FileEntry, Listing, list_files
 
 _OPEN_FLAGS = (
@@ -99,7 +105,8 @@ class Locator:
 
         The path is resolved with ``os.path.realpath`` first, so ``..``, symlinks pointing out
         of a folder and sibling folders sharing a name prefix are all outside. Inside, the file
-        must be in the folder's listing (not ignored, not binary by extension, not too large).
+        must not be a secret file and must be in the folder's listing (not ignored, not binary
+        by extension, not too large, not a skipped kind).
         """
         path = os.path.expanduser(path)
         if not os.path.isabs(path):
@@ -117,6 +124,7 @@ class Locator:
         if not os.path.isfile(real):
             kind = "a folder, not a file" if os.path.isdir(real) else "not found"
             raise PathRefusedError(f"{path} is {kind}.")
+        self._refuse_secret(path, real, owners)
         for root, real_root in owners:
             listing = self._listing(real_root)
             rel = Path(os.path.relpath(real, real_root)).as_posix()
@@ -127,6 +135,17 @@ class Locator:
             f"Refused: {path} is excluded from indexing ({self._reason(owners, real)}), "
             "so it cannot be read through semsearch."
         )
+
+    def _refuse_secret(self, path: str, real: str, owners: list[tuple[Path, str]]) -> None:
+        """Refuse a secret file before any listing (in every mode, committed or not)."""
+        for _, real_root in owners:
+            reason = secret_reason(Path(os.path.relpath(real, real_root)).as_posix(), self.ignore)
+            if reason is not None:
+                raise PathRefusedError(
+                    f"Refused: {path} is a {reason}; semsearch never reads secret files. "
+                    "To read it anyway, add a pattern for it to `allowSecretPatterns` in the "
+                    "config file."
+                )
 
     def _owners(self, real: str) -> list[tuple[Path, str]]:
         """Configured roots containing ``real`` with their real paths, innermost first."""

@@ -35,6 +35,9 @@ DEFAULT_CHUNKS = ChunkSettings()
 DEFAULT_TOP_K = 5  # results per search
 DEFAULT_MAX_FILE_SIZE = 500_000  # bytes: larger text files are skipped, extracted text is capped
 DEFAULT_IGNORE_FILE = ".indexignore"
+SKIPPED_KINDS = ("lockfile", "minified", "sourcemap", "data")
+"""Kinds of text file left out of the index unless named in ``indexKinds``
+(:func:`semsearch.filetype.skipped_kind`)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Settings:
     ignore_file: str = DEFAULT_IGNORE_FILE
     model_dir: Path | None = None
     store_backend: str = "sqlite"
+    allow_secret_patterns: tuple[str, ...] = ()
+    index_kinds: frozenset[str] = frozenset()
 
     @property
     def default_mode(self) -> Mode:
@@ -145,6 +150,24 @@ def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
     return tuple(items)
 
 
+def _patterns(path: Path, key: str, data: Mapping[str, Any]) -> tuple[str, ...]:
+    patterns = _string_list(path, key, data[key])
+    if not all(pattern.strip() for pattern in patterns):
+        raise ConfigError(f"{path}: `{key}` must not hold empty patterns.")
+    return patterns
+
+
+def _kinds(path: Path, value: Any) -> frozenset[str]:
+    kinds = _string_list(path, "indexKinds", value)
+    unknown = [kind for kind in kinds if kind not in SKIPPED_KINDS]
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown kind {unknown[0]!r} in `indexKinds`. "
+            f"Use any of: {', '.join(SKIPPED_KINDS)}."
+        )
+    return frozenset(kinds)
+
+
 def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
     """The configured folders; relative entries resolve against the config file's folder."""
     roots = list(_string_list(path, "defaultRoots", data.get("defaultRoots", [])))
@@ -195,6 +218,10 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         )
     if "ignoreFile" in data:
         values["ignore_file"] = _expect(path, "ignoreFile", data["ignoreFile"], str, "a file name")
+    if "allowSecretPatterns" in data:
+        values["allow_secret_patterns"] = _patterns(path, "allowSecretPatterns", data)
+    if "indexKinds" in data:
+        values["index_kinds"] = _kinds(path, data["indexKinds"])
     if "modelDir" in data:
         model_dir = _expect(path, "modelDir", data["modelDir"], str, "a folder path")
         values["model_dir"] = path.parent / Path(model_dir).expanduser()

@@ -2,6 +2,8 @@
 
 :data:`BINARY_EXTENSIONS` are never read; :data:`DOCUMENT_EXTENSIONS` (PDF, DOCX) have their text
 extracted; :func:`is_binary_content` is the NUL-byte sniff every reader applies to the bytes.
+:func:`skipped_kind` and :func:`minified_reason` name the text files nobody searches by meaning
+(lockfiles, minified code, source maps, data files), left out unless their kind is opted in.
 """
 
 from __future__ import annotations
@@ -38,6 +40,68 @@ DOCUMENT_EXTENSIONS: frozenset[str] = frozenset({".pdf", ".docx"})
 :attr:`~semsearch.ignore.IgnoreSettings.max_document_size`."""
 
 _SNIFF_BYTES = 4096
+
+_LOCKFILES = """
+package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml bun.lock bun.lockb Cargo.lock
+poetry.lock uv.lock pdm.lock Pipfile.lock go.sum composer.lock Gemfile.lock Podfile.lock
+mix.lock pubspec.lock flake.lock packages.lock.json Package.resolved gradle.lockfile
+"""
+LOCKFILE_NAMES: frozenset[str] = frozenset(_LOCKFILES.split())
+"""File names of dependency lockfiles (machine-written pins, kind "lockfile")."""
+
+DATA_EXTENSIONS: frozenset[str] = frozenset({".csv", ".tsv", ".jsonl", ".ndjson"})
+"""Extensions of tabular or line-per-record data files (kind "data")."""
+
+LARGE_JSON_BYTES = 100_000
+"""A ``.json`` file larger than this is data, not configuration (kind "data")."""
+
+MINIFIED_EXTENSIONS: frozenset[str] = frozenset({".js", ".mjs", ".cjs", ".css"})
+"""Extensions whose head is sniffed for minified content (:func:`minified_reason`)."""
+
+MINIFIED_LINE_CHARS = 500
+"""An average line longer than this (over the head) means minified or generated code."""
+
+MINIFIED_SNIFF_BYTES = 8192
+_MINIFIED_MIN_BYTES = 2048  # a short one-liner is harmless; don't second-guess it
+
+
+def skipped_kind(rel: str, size: int) -> tuple[str, str] | None:
+    """The kind and the reason for a file left out by its name (and size), or None.
+
+    Kinds: "lockfile", "minified" (``*.min.js``/``*.min.css``), "sourcemap" (``*.map``) and
+    "data" (``.csv``, ``.tsv``, ``.jsonl``, ``.ndjson``, and ``.json`` over
+    :data:`LARGE_JSON_BYTES`). Minified code without ``.min`` in its name is caught by
+    :func:`minified_reason` on its content.
+    """
+    name = rel.rsplit("/", 1)[-1]
+    lower = name.lower()
+    ext = extension_of(lower)
+    if name in LOCKFILE_NAMES:
+        return "lockfile", "lockfile"
+    if lower.endswith((".min.js", ".min.mjs", ".min.cjs", ".min.css")):
+        return "minified", f"minified (*.min{ext})"
+    if ext == ".map":
+        return "sourcemap", "source map"
+    if ext in DATA_EXTENSIONS:
+        return "data", f"data file (*{ext})"
+    if ext == ".json" and size > LARGE_JSON_BYTES:
+        return "data", f"data file (JSON over {LARGE_JSON_BYTES:,} bytes)"
+    return None
+
+
+def minified_reason(head: bytes) -> str | None:
+    """Why a file whose first bytes are ``head`` looks minified (long lines), or None.
+
+    Only the first :data:`MINIFIED_SNIFF_BYTES` count; a file shorter than 2 KiB never does.
+    """
+    sample = head[:MINIFIED_SNIFF_BYTES]
+    if len(sample) < _MINIFIED_MIN_BYTES:
+        return None
+    lines = sample.count(b"\n") + (0 if sample.endswith(b"\n") else 1)
+    average = len(sample) // lines
+    if average <= MINIFIED_LINE_CHARS:
+        return None
+    return f"minified (average line over {MINIFIED_LINE_CHARS} characters)"
 
 
 def extension_of(name: str) -> str:

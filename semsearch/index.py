@@ -183,6 +183,8 @@ def ignore_settings(settings: Settings) -> IgnoreSettings:
         ignore_file=settings.ignore_file,
         global_ignore_file=settings.global_ignore_file,
         max_file_size=settings.max_file_size,
+        allow_secret_patterns=settings.allow_secret_patterns,
+        index_kinds=settings.index_kinds,
     )
 
 

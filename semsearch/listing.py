@@ -2,11 +2,13 @@
 
 :func:`list_files` works in one of two modes. Inside a git work tree, git decides what is ignored
 (``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``); elsewhere the folder is
-walked and :data:`~semsearch.ignore.DEFAULT_IGNORE_PATTERNS` apply. In both modes the folder's
-``.indexignore``, the global ignore file, the UTF-8 name check, the binary-extension list, a
-regular-file check and a size cap apply on top (:mod:`semsearch.ignore`). Nothing here raises
-for a missing folder or an unreadable entry: such problems come back in :attr:`Listing.errors`
-and :attr:`Listing.warnings`.
+walked, its ``.gitignore`` files at every depth apply as git applies them, and
+:data:`~semsearch.ignore.DEFAULT_IGNORE_PATTERNS` too. In both modes the secret-file list, the
+folder's ``.indexignore``, the global ignore file, the UTF-8 name check, the binary-extension
+list, a regular-file check, a size cap and the skipped kinds (lockfiles, minified files, source
+maps, data files) apply on top (:mod:`semsearch.ignore`, :mod:`semsearch.filetype`). Nothing
+here raises for a missing folder or an unreadable entry: such problems come back in
+:attr:`Listing.errors` and :attr:`Listing.warnings`.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from semsearch.filetype import MINIFIED_SNIFF_BYTES, minified_reason
 from semsearch.ignore import (
     DEFAULT_SETTINGS,
+    GitignoreFile,
     IgnoreRules,
     IgnoreSettings,
+    gitignore_reason,
     size_cap,
     too_large_reason,
 )
 
 _GIT_TIMEOUT = 300.0
+_HEAD_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,8 @@ def list_files(root: Path, settings: IgnoreSettings = DEFAULT_SETTINGS) -> Listi
             rels = _git_ls_files(resolved)
         except _GitFailure as exc:
             acc.warnings.append(
-                f"{resolved}: {exc}; listed the folder without git, so .gitignore is not applied"
+                f"{resolved}: {exc}; listed the folder without git (its .gitignore files "
+                "apply, .git/info/exclude and core.excludesFile do not)"
             )
         else:
             _collect_git(resolved, "", rels, _load_rules(resolved, settings, "git", acc), acc)
@@ -214,12 +221,17 @@ def _collect_nested_repo(folder: Path, prefix: str, rules: IgnoreRules, acc: _Ac
     _collect_git(folder, prefix, rels, rules, acc)
 
 
+Gitignores = tuple[GitignoreFile, ...]
+
+
 def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
-    """Walk root depth-first without following symlinks, pruning ignored directories."""
-    pending = [""]
+    """Walk root depth-first without following symlinks, pruning ignored directories; each
+    folder's ``.gitignore`` applies to it and below, a deeper one deciding first (as in git)."""
+    pending: list[tuple[str, Gitignores]] = [("", ())]
     while pending:
-        prefix = pending.pop()
-        subdirs: list[str] = []
+        prefix, gitignores = pending.pop()
+        gitignores = _with_gitignore(root, prefix, gitignores, acc)
+        subdirs: list[tuple[str, Gitignores]] = []
         for entry in _scan(root / prefix, prefix, acc):
             rel = prefix + entry.name
             try:
@@ -228,11 +240,21 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
                 acc.errors.append(Skip(rel, _os_reason(exc)))
                 continue
             if is_dir:
-                if entry.name != ".git" and _keep_name(rel + "/", rules, acc):
-                    subdirs.append(rel + "/")
-            elif _keep_name(rel, rules, acc):
+                if entry.name != ".git" and _keep_name(rel + "/", rules, gitignores, acc):
+                    subdirs.append((rel + "/", gitignores))
+            elif _keep_name(rel, rules, gitignores, acc):
                 _keep_entry(entry, rel, rules, acc)
         pending.extend(reversed(subdirs))
+
+
+def _with_gitignore(root: Path, prefix: str, outer: Gitignores, acc: _Acc) -> Gitignores:
+    """``outer`` plus the folder's own .gitignore, when it has one (git does not follow a
+    symlinked .gitignore, nor does the walk)."""
+    path = root / prefix / ".gitignore"
+    if path.is_symlink() or not path.is_file():
+        return outer
+    lines = _read_ignore_file(path, acc)
+    return (*outer, GitignoreFile.parse(prefix, lines)) if lines else outer
 
 
 def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
@@ -256,8 +278,8 @@ def _keep_entry(entry: os.DirEntry[str], rel: str, rules: IgnoreRules, acc: _Acc
     _keep_if_regular(rel, Path(entry.path), info, rules, acc)
 
 
-def _keep_name(rel: str, rules: IgnoreRules, acc: _Acc) -> bool:
-    reason = rules.reason(rel)
+def _keep_name(rel: str, rules: IgnoreRules, gitignores: Gitignores, acc: _Acc) -> bool:
+    reason = rules.reason(rel) or gitignore_reason(gitignores, rel)
     if reason is None:
         return True
     acc.skipped.append(Skip(rel, reason))
@@ -278,16 +300,41 @@ def _lstat(path: Path, rel: str, acc: _Acc) -> os.stat_result | None:
 def _keep_if_regular(
     rel: str, path: Path, info: os.stat_result, rules: IgnoreRules, acc: _Acc
 ) -> None:
-    """Add a FileEntry, or a Skip for a symlink, special file or file over its size cap."""
-    cap = size_cap(rel, rules.settings)
-    if stat.S_ISLNK(info.st_mode):
-        acc.skipped.append(Skip(rel, "symlink"))
-    elif not stat.S_ISREG(info.st_mode):
-        acc.skipped.append(Skip(rel, "not a regular file"))
-    elif info.st_size > cap:
-        acc.skipped.append(Skip(rel, too_large_reason(info.st_size, cap)))
+    """Add a FileEntry, or a Skip for a symlink, special file, file over its size cap or file
+    of a skipped kind."""
+    reason = _stat_reason(rel, info, rules)
+    if reason is None and rules.sniffs_minified(rel):
+        reason = minified_reason(_read_head(path))
+    if reason is not None:
+        acc.skipped.append(Skip(rel, reason))
     else:
         acc.files.append(FileEntry(rel, path, info.st_size, info.st_mtime_ns))
+
+
+def _stat_reason(rel: str, info: os.stat_result, rules: IgnoreRules) -> str | None:
+    cap = size_cap(rel, rules.settings)
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_size > cap:
+        return too_large_reason(info.st_size, cap)
+    return rules.kind_reason(rel, info.st_size)
+
+
+def _read_head(path: Path) -> bytes:
+    """The first bytes of a file for the minified sniff; b"" when it cannot be read (the
+    reader then reports the problem)."""
+    try:
+        fd = os.open(path, _HEAD_FLAGS)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, MINIFIED_SNIFF_BYTES)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _load_rules(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,47 @@ def test_locator_uses_the_innermost_folder(confined: tuple[Path, Path]) -> None:
     nested = write_tree(data / "sub", {"n.md": "nested\n"})
     located = Locator([data, nested], IGNORE).locate(str(nested / "n.md"))
     assert (located.root, located.entry.rel) == (nested, "n.md")
+
+
+SECRET_REFUSED = (
+    "Refused: {path} is a secret file (matches {pattern}); semsearch never reads secret files. "
+    "To read it anyway, add a pattern for it to `allowSecretPatterns` in the config file."
+)
+
+
+@pytest.mark.parametrize("is_git", [False, True])
+@pytest.mark.parametrize(
+    ("rel", "pattern"),
+    [(".env", ".env"), ("config/.env.production", ".env.*"), ("deploy/id_rsa", "id_rsa*")],
+)
+def test_locator_refuses_secret_files(tmp_path: Path, is_git: bool, rel: str, pattern: str) -> None:
+    data = write_tree(tmp_path / "data", {rel: "SECRET=hunter2\n", "ok.md": "fine\n"})
+    if is_git:  # committed, so git lists it: still refused
+        for args in (["init", "-q"], ["add", "-A"]):
+            subprocess.run(["git", "-C", str(data), *args], check=True, capture_output=True)
+    path = str(data / rel)
+    with pytest.raises(PathRefusedError) as refused:
+        Locator([data], IGNORE).locate(path)
+    assert str(refused.value) == SECRET_REFUSED.format(path=path, pattern=pattern)
+
+
+def test_locator_refuses_a_symlink_to_a_secret_file(tmp_path: Path) -> None:
+    data = write_tree(tmp_path / "data", {".env": "SECRET=hunter2\n"})
+    (data / "notes.txt").symlink_to(data / ".env")
+    with pytest.raises(PathRefusedError, match=r"is a secret file \(matches \.env\)"):
+        Locator([data], IGNORE).locate(str(data / "notes.txt"))
+
+
+def test_locator_reads_an_opted_in_secret_and_env_templates(tmp_path: Path) -> None:
+    data = write_tree(tmp_path / "data", {".env.test": "X=1\n", ".env.example": "X=\n"})
+    allowing = IgnoreSettings(allow_secret_patterns=(".env.test",))
+    assert Locator([data], allowing).locate(str(data / ".env.test")).entry.rel == ".env.test"
+    assert Locator([data], IGNORE).locate(str(data / ".env.example")).entry.rel == ".env.example"
+
+
+def test_locator_refuses_skipped_kinds_with_their_reason(tmp_path: Path) -> None:
+    data = write_tree(tmp_path / "data", {"yarn.lock": "x\n"})
+    with pytest.raises(PathRefusedError, match=r"excluded from indexing \(lockfile\)"):
+        Locator([data], IGNORE).locate(str(data / "yarn.lock"))
+    opted = IgnoreSettings(index_kinds=frozenset({"lockfile"}))
+    assert Locator([data], opted).locate(str(data / "yarn.lock")).entry.rel == "yarn.lock"

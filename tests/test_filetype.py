@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from semsearch.filetype import BINARY_EXTENSIONS, is_binary_content, is_document, looks_binary
+from semsearch.filetype import (
+    BINARY_EXTENSIONS,
+    is_binary_content,
+    is_document,
+    looks_binary,
+    minified_reason,
+    skipped_kind,
+)
 
 
 def test_binary_extensions_table() -> None:
@@ -50,3 +57,40 @@ def test_is_document(name: str, expected: bool) -> None:
 )
 def test_is_binary_content(rel: str, data: bytes, expected: bool) -> None:
     assert is_binary_content(rel, data) is expected
+
+
+@pytest.mark.parametrize(
+    ("rel", "size", "expected"),
+    [
+        ("package-lock.json", 10, ("lockfile", "lockfile")),
+        ("sub/Cargo.lock", 10, ("lockfile", "lockfile")),
+        ("bun.lockb", 10, ("lockfile", "lockfile")),
+        ("cargo.lock", 10, None),  # lockfile names are exact
+        ("dist/app.MIN.JS", 10, ("minified", "minified (*.min.js)")),
+        ("app.min.css", 10, ("minified", "minified (*.min.css)")),
+        ("admin.js", 10, None),
+        ("app.js.map", 10, ("sourcemap", "source map")),
+        ("rows.CSV", 10, ("data", "data file (*.csv)")),
+        ("events.ndjson", 10, ("data", "data file (*.ndjson)")),
+        ("big.json", 100_001, ("data", "data file (JSON over 100,000 bytes)")),
+        ("tsconfig.json", 100_000, None),
+        ("notes.md", 10_000_000, None),
+    ],
+)
+def test_skipped_kind(rel: str, size: int, expected: tuple[str, str] | None) -> None:
+    assert skipped_kind(rel, size) == expected
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"var a=1;" * 1000, "minified (average line over 500 characters)"),
+        ((b"x" * 2000 + b"\n") * 4, "minified (average line over 500 characters)"),
+        (b"const a = 1;\n" * 1000, None),
+        ((b"x" * 400 + b"\n") * 20, None),
+        (b"var a=1;" * 200, None),  # under 2 KiB: a one-liner, left alone
+        (b"", None),
+    ],
+)
+def test_minified_reason(head: bytes, expected: str | None) -> None:
+    assert minified_reason(head) == expected

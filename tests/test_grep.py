@@ -173,3 +173,32 @@ def test_child_runs_from_the_package_not_the_callers_cwd(
     monkeypatch.chdir(shadow)
     assert os.getcwd() == str(shadow)
     assert len(grep([folder], GrepOptions("needle"), IGNORE).matches) == 3
+
+
+@pytest.mark.parametrize("is_git", [False, True])
+def test_secret_files_are_never_searched(tmp_path: Path, is_git: bool) -> None:
+    root = write_tree(
+        tmp_path / "app",
+        {
+            ".env": "SECRET=needle\n",
+            "keys/deploy.pem": "needle\n",
+            ".env.example": "SECRET=needle-placeholder\n",
+            "app.py": "needle = 1\n",
+        },
+    )
+    if is_git:  # committed secrets are secrets too
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+    result = grep([root], GrepOptions("needle"), IGNORE)
+    assert lines_of(result.matches) == [(".env.example", 1), ("app.py", 1)]
+    allowing = IgnoreSettings(allow_secret_patterns=(".env",))
+    matched = lines_of(grep([root], GrepOptions("needle"), allowing).matches)
+    assert matched == [(".env", 1), (".env.example", 1), ("app.py", 1)]
+
+
+def test_gitignored_files_are_never_searched_outside_git(tmp_path: Path) -> None:
+    root = write_tree(
+        tmp_path / "app",
+        {".gitignore": "instance/\n", "instance/config.py": "KEY = 'needle'\n", "a.py": "needle\n"},
+    )
+    assert lines_of(grep([root], GrepOptions("needle"), IGNORE).matches) == [("a.py", 1)]

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Literal
 
 import pytest
 
+from semsearch.cli import main
+from semsearch.config import load_settings
+from semsearch.errors import ConfigError
 from semsearch.ignore import (
     DEFAULT_SETTINGS,
     IgnoreRules,
     IgnoreSettings,
+    secret_pattern,
+    secret_reason,
     size_cap,
     too_large_reason,
 )
+from semsearch.index import ignore_settings
 
 GLOBAL_FILE = Path("/config/semsearch/ignore")  # only named in reasons, never read here
 SETTINGS = IgnoreSettings(global_ignore_file=GLOBAL_FILE)
@@ -59,3 +67,118 @@ def test_size_cap_is_larger_for_documents() -> None:
 
 def test_too_large_reason_uses_thousands_separators() -> None:
     assert too_large_reason(612_000, 500_000) == "too large (612,000 bytes > 500,000)"
+
+
+@pytest.mark.parametrize(
+    ("rel", "expected"),
+    [
+        (".env", ".env"),
+        ("app/.env.local", ".env.*"),
+        ("app/.ENV", ".env"),
+        (".env.example", None),  # committed templates are not secret (README: What gets indexed)
+        ("web/.env.sample", None),
+        (".env/bin/activate", None),  # a virtualenv named .env: only the name .env is secret
+        ("env.md", None),
+        ("certs/server.PEM", "*.pem"),
+        ("tls/site.key", "*.key"),
+        ("ssh/id_rsa", "id_rsa*"),
+        ("ssh/id_ecdsa.pub", "id_ecdsa*"),
+        ("store.p12", "*.p12"),
+        (".netrc", ".netrc"),
+        ("home/.pypirc", ".pypirc"),
+        ("home/.aws/credentials", ".aws/credentials"),
+        ("credentials", None),
+        ("aws/credentials", None),
+        (".docker/config.json", ".docker/config.json"),
+        ("config.json", None),
+        ("home/.kube/config", ".kube/config"),
+        ("src/config", None),
+        (
+            ".config/gcloud/application_default_credentials.json",
+            "application_default_credentials.json",
+        ),
+        (".config/gcloud/credentials.db", "gcloud/credentials.db"),
+        (".git-credentials", ".git-credentials"),
+        ("infra/terraform.tfstate", "*.tfstate"),
+    ],
+)
+def test_secret_pattern(rel: str, expected: str | None) -> None:
+    assert secret_pattern(rel) == expected
+
+
+def test_secret_reason_and_its_opt_in() -> None:
+    settings = IgnoreSettings(allow_secret_patterns=(".env.test", "/fixtures/*.pem"))
+    assert secret_reason(".env") == "secret file (matches .env)"
+    assert secret_reason(".env.test", settings) is None
+    assert secret_reason("fixtures/a.pem", settings) is None
+    assert secret_reason("src/fixtures/a.pem", settings) == "secret file (matches *.pem)"
+    assert secret_reason("README.md", settings) is None
+
+
+@pytest.mark.parametrize("mode", ["git", "walk"])
+def test_secrets_beat_negations_and_binary_extensions(mode: Literal["git", "walk"]) -> None:
+    rules = IgnoreRules.build(DEFAULT_SETTINGS, mode, ["!.env"], ["!*.pem"])
+    assert rules.reason(".env") == "secret file (matches .env)"
+    assert rules.reason("a/b.pem") == "secret file (matches *.pem)"
+    assert rules.reason("store.p12") == "secret file (matches *.p12)"
+    assert rules.reason(".env/") is None  # directories are never secret by name
+
+
+def test_kind_reason_and_index_kinds() -> None:
+    rules = IgnoreRules.build(DEFAULT_SETTINGS, "git", None, [])
+    opted = IgnoreRules.build(IgnoreSettings(index_kinds=frozenset({"data"})), "git", None, [])
+    assert rules.kind_reason("rows.csv", 10) == "data file (*.csv)"
+    assert opted.kind_reason("rows.csv", 10) is None
+    assert opted.kind_reason("yarn.lock", 10) == "lockfile"
+    assert (rules.sniffs_minified("a.js"), rules.sniffs_minified("a.py")) == (True, False)
+
+
+def test_config_keys_reach_the_ignore_settings(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"allowSecretPatterns": [".env.test"], "indexKinds": ["lockfile", "data"]})
+    )
+    ignore = ignore_settings(load_settings({"SS_CONFIG_PATH": str(config), "HOME": str(tmp_path)}))
+    assert ignore.allow_secret_patterns == (".env.test",)
+    assert ignore.index_kinds == frozenset({"lockfile", "data"})
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"allowSecretPatterns": ".env"}, "`allowSecretPatterns` must be a list of strings"),
+        ({"allowSecretPatterns": [1]}, "`allowSecretPatterns` must be a list of strings"),
+        ({"allowSecretPatterns": [" "]}, "`allowSecretPatterns` must not hold empty patterns"),
+        ({"indexKinds": "lockfile"}, "`indexKinds` must be a list of strings"),
+        ({"indexKinds": ["lockfiles"]}, "unknown kind 'lockfiles' in `indexKinds`. Use any of: "),
+    ],
+)
+def test_config_keys_are_validated(tmp_path: Path, data: dict[str, object], message: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings({"SS_CONFIG_PATH": str(config), "HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"allow_secret_patterns": ("!",)}, "Invalid pattern in `allowSecretPatterns`: "),
+        ({"index_kinds": frozenset({"fonts"})}, "Unknown kind 'fonts' in `indexKinds`."),
+    ],
+)
+def test_ignore_settings_reject_bad_opt_ins(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        IgnoreSettings(**values)  # type: ignore[arg-type]
+
+
+def test_a_bad_allow_pattern_is_one_cli_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"allowSecretPatterns": ["\\"]}))
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    assert main(["index", "--dry-run", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Invalid pattern in `allowSecretPatterns`" in err
+    assert "Traceback" not in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from semsearch.cli import main
 from semsearch.ignore import IgnoreSettings
 from semsearch.listing import FileEntry, Listing, Skip, list_files
 
@@ -325,7 +327,9 @@ def test_missing_git_falls_back_to_walk(folder: Path, monkeypatch: pytest.Monkey
     make_repo(folder / "repo", {"a.md": "a", ".gitignore": "*.log\n"}, {"b.log": "b"})
     monkeypatch.setenv("PATH", str(folder / "no-bin"))
     listing = list_files(folder / "repo")
-    assert (listing.mode, rels(listing)) == ("walk", [".gitignore", "a.md", "b.log"])
+    # Without git the walk still applies the folder's .gitignore (issue 11.6).
+    assert (listing.mode, rels(listing)) == ("walk", [".gitignore", "a.md"])
+    assert listing.skipped == (Skip("b.log", "ignored by .gitignore"),)
     (warning,) = listing.warnings
     assert "git is not installed" in warning
 
@@ -341,3 +345,239 @@ def test_allow_list_ignore_file_keeps_folders_walkable(tmp_path: Path) -> None:
         "pkg/sub/deep.py",
         "top.py",
     ]
+
+
+# Nested .gitignore files in walk mode, checked against real git on a copy of the same tree.
+NESTED_TREE = {
+    ".gitignore": (
+        "# comment\n*.log\n!keep.log\n/top-only.txt\nbuild/\ndoc/*.tmp\n**/cache/\n"
+        "\\#hash.txt\ntrailing.txt   \n*.py[co]\nfile?.bak\nout\n!out/\nlogs/**/deep.txt\n"
+    ),
+    "a.log": "x",
+    "keep.log": "x",
+    "top-only.txt": "x",
+    "build/artifact.txt": "x",
+    "src/build": "a file named build: dir-only patterns skip it",
+    "doc/x.tmp": "x",
+    "doc/sub/y.tmp": "anchored doc/*.tmp does not reach doc/sub",
+    "deep/er/cache/c.txt": "x",
+    "#hash.txt": "x",
+    "trailing.txt": "x",
+    "m.pyc": "x",
+    "m.pyx": "x",
+    "file1.bak": "x",
+    "file10.bak": "x",
+    "out/x.js": "out/ is re-included, and `out` matches no file in it",
+    "logs/a/b/deep.txt": "x",
+    "logs/deep.txt": "x",
+    "a/.gitignore": "!*.log\n/local.txt\nsub/\n",
+    "a/x.log": "the deeper file re-includes it",
+    "a/local.txt": "x",
+    "a/c/local.txt": "anchored to a/, so kept",
+    "a/sub/s.txt": "x",
+    "a/top-only.txt": "the root's /top-only.txt is anchored to the root",
+    "a/b/.gitignore": "*\n!*/\n!*.py\n!.gitignore\n",
+    "a/b/kept.py": "x",
+    "a/b/dropped.md": "x",
+    "a/b/c/deeper.py": "x",
+    "a/b/c/deeper.txt": "x",
+    "a/b/c/x.log": "a/b's `*` decides before a/'s `!*.log`",
+    "gen/.gitignore": "*\n",
+    "gen/out.txt": "x",
+    "plain/readme.md": "x",
+}
+
+
+def git_ignored(root: Path, rels_: list[str]) -> set[str]:
+    """The paths that `git check-ignore` says are ignored in the work tree at root."""
+    proc = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "--stdin", "-z"],
+        input="\0".join(rels_).encode(),
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    return {raw.decode() for raw in proc.stdout.split(b"\0") if raw}
+
+
+@needs_git
+def test_walk_mode_nested_gitignore_matches_git(tmp_path: Path) -> None:
+    walked = make_tree(tmp_path / "walked", NESTED_TREE)
+    repo = make_tree(tmp_path / "repo", NESTED_TREE)
+    git(repo, "init", "-q")
+    ignored = git_ignored(repo, sorted(NESTED_TREE))
+    listing = list_files(walked, IgnoreSettings(default_ignore_patterns=()))
+    assert listing.mode == "walk"
+    assert rels(listing) == sorted(set(NESTED_TREE) - ignored)
+    # A spot check that the tree exercises each rule (git agrees with all of these).
+    assert {"a/x.log", "a/c/local.txt", "src/build", "out/x.js", "doc/sub/y.tmp"} <= set(
+        rels(listing)
+    )
+    assert {"a/b/c/x.log", "a/b/dropped.md", "trailing.txt", "#hash.txt"} <= ignored
+
+
+@needs_git
+def test_walk_mode_gitignore_reasons(folder: Path) -> None:
+    make_tree(folder, {".gitignore": "*.log\n", "a/.gitignore": "tmp/\n", "a/tmp/t.md": "t"})
+    make_tree(folder, {"x.log": "x", "a/y.log": "y", "a/z.md": "z"})
+    listing = list_files(folder)
+    assert rels(listing) == [".gitignore", "a/.gitignore", "a/z.md"]
+    assert listing.skipped == (
+        Skip("a/tmp/", "ignored by a/.gitignore"),
+        Skip("a/y.log", "ignored by .gitignore"),
+        Skip("x.log", "ignored by .gitignore"),
+    )
+
+
+def test_walk_mode_skips_gitignored_instance_config_and_dotenv(folder: Path) -> None:
+    """Issue 11.6: both were listed (so indexed, grepped and readable) outside git."""
+    make_tree(
+        folder,
+        {
+            ".gitignore": "instance/\n",
+            ".env": "SECRET=hunter2\n",
+            "instance/config.py": "SECRET_KEY = 'x'\n",
+            "app.py": "print('hi')\n",
+        },
+    )
+    listing = list_files(folder)
+    assert rels(listing) == [".gitignore", "app.py"]
+    assert listing.skipped == (
+        Skip(".env", "secret file (matches .env)"),
+        Skip("instance/", "ignored by .gitignore"),
+    )
+
+
+SECRET_FILES = {
+    ".env": "SECRET=1",
+    "web/.env.production": "SECRET=1",
+    ".env.example": "SECRET=",
+    "certs/server.pem": "-----BEGIN",
+    "keys/id_ed25519": "-----BEGIN",
+    "home/.aws/credentials": "[default]",
+    "home/.docker/config.json": "{}",
+    "home/.kube/config": "apiVersion: v1",
+    ".npmrc": "//registry/:_authToken=x",
+    "config.json": "{}",
+    "README.md": "r",
+}
+
+
+@needs_git
+@pytest.mark.parametrize("mode", ["walk", "git"])
+def test_secret_files_are_skipped_in_both_modes(folder: Path, mode: str) -> None:
+    if mode == "git":
+        make_repo(folder, SECRET_FILES, {})  # committed secrets are still secrets
+    else:
+        make_tree(folder, SECRET_FILES)
+    listing = list_files(folder)
+    assert (listing.mode, rels(listing)) == (mode, [".env.example", "README.md", "config.json"])
+    assert listing.skipped == (
+        Skip(".env", "secret file (matches .env)"),
+        Skip(".npmrc", "secret file (matches .npmrc)"),
+        Skip("certs/server.pem", "secret file (matches *.pem)"),
+        Skip("home/.aws/credentials", "secret file (matches .aws/credentials)"),
+        Skip("home/.docker/config.json", "secret file (matches .docker/config.json)"),
+        Skip("home/.kube/config", "secret file (matches .kube/config)"),
+        Skip("keys/id_ed25519", "secret file (matches id_ed25519*)"),
+        Skip("web/.env.production", "secret file (matches .env.*)"),
+    )
+
+
+def test_secret_files_opted_back_in(folder: Path) -> None:
+    make_tree(folder, {".env.test": "X=1", "fixtures/key.pem": "k", "other/key.pem": "k"})
+    settings = IgnoreSettings(allow_secret_patterns=(".env.test", "/fixtures/*.pem"))
+    listing = list_files(folder, settings)
+    assert rels(listing) == [".env.test", "fixtures/key.pem"]
+    assert listing.skipped == (Skip("other/key.pem", "secret file (matches *.pem)"),)
+
+
+def test_indexignore_cannot_re_include_a_secret(folder: Path) -> None:
+    make_tree(folder, {".env": "X=1", ".indexignore": "!.env\n"})
+    assert rels(list_files(folder)) == [".indexignore"]
+
+
+KIND_FILES: dict[str, str] = {
+    "package-lock.json": "{}",
+    "web/yarn.lock": "x",
+    "Cargo.lock": "x",
+    "go.sum": "x",
+    "static/app.min.js": "x",
+    "static/app.min.css": "x",
+    "static/app.js.map": "{}",
+    "data/rows.csv": "a,b",
+    "data/rows.tsv": "a\tb",
+    "data/events.jsonl": "{}",
+    "data/big.json": "[" + "1," * 60_000 + "1]",
+    "config/small.json": '{"a": 1}',
+    "static/bundle.js": "var a=1;" * 1000,
+    "src/app.js": "const a = 1;\n" * 1000,
+    "src/notes.md": "x " * 2000,  # one long line, but not code: not sniffed
+}
+KIND_REASONS = (
+    Skip("Cargo.lock", "lockfile"),
+    Skip("data/big.json", "data file (JSON over 100,000 bytes)"),
+    Skip("data/events.jsonl", "data file (*.jsonl)"),
+    Skip("data/rows.csv", "data file (*.csv)"),
+    Skip("data/rows.tsv", "data file (*.tsv)"),
+    Skip("go.sum", "lockfile"),
+    Skip("package-lock.json", "lockfile"),
+    Skip("static/app.js.map", "source map"),
+    Skip("static/app.min.css", "minified (*.min.css)"),
+    Skip("static/app.min.js", "minified (*.min.js)"),
+    Skip("static/bundle.js", "minified (average line over 500 characters)"),
+    Skip("web/yarn.lock", "lockfile"),
+)
+
+
+@needs_git
+@pytest.mark.parametrize("mode", ["walk", "git"])
+def test_skipped_kinds_in_both_modes(folder: Path, mode: str) -> None:
+    if mode == "git":
+        make_repo(folder, KIND_FILES, {})
+    else:
+        make_tree(folder, KIND_FILES)
+    listing = list_files(folder)
+    assert (listing.mode, rels(listing)) == (
+        mode,
+        ["config/small.json", "src/app.js", "src/notes.md"],
+    )
+    assert listing.skipped == KIND_REASONS
+
+
+def test_index_kinds_opts_kinds_back_in(folder: Path) -> None:
+    make_tree(folder, KIND_FILES)
+    listing = list_files(folder, IgnoreSettings(index_kinds=frozenset({"lockfile", "minified"})))
+    assert {skip.reason for skip in listing.skipped} == {
+        "data file (JSON over 100,000 bytes)",
+        "data file (*.jsonl)",
+        "data file (*.csv)",
+        "data file (*.tsv)",
+        "source map",
+    }
+    assert {"package-lock.json", "static/bundle.js", "static/app.min.js"} <= set(rels(listing))
+
+
+def test_dry_run_lists_secret_and_kind_reasons(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_tree(folder, {".env": "SECRET=1", "yarn.lock": "x", "a.md": "a"})
+    assert main(["index", "--dry-run", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "skipped  .env  (secret file (matches .env))" in out
+    assert "skipped  yarn.lock  (lockfile)" in out
+    assert main(["index", "--dry-run", "--json", str(folder)]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)
+    assert plan["files"] == [{"path": "a.md", "size": 1}]
+    assert plan["skipped"] == [
+        {"path": ".env", "reason": "secret file (matches .env)"},
+        {"path": "yarn.lock", "reason": "lockfile"},
+    ]
+
+
+def test_walk_mode_does_not_follow_a_symlinked_gitignore(folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").write_text("*.md\n")
+    make_tree(folder, {"a.md": "a"})
+    (folder / ".gitignore").symlink_to(tmp_path / "elsewhere")
+    assert rels(list_files(folder)) == ["a.md"]
+    assert Skip(".gitignore", "symlink") in list_files(folder).skipped

@@ -777,3 +777,40 @@ def test_after_move_the_tools_use_the_new_path(
     finally:
         moved.rename(shop)
         assert cli("move", "shop-moved", str(shop)) == 0
+
+
+def test_secret_and_gitignored_files_are_refused_and_never_grepped(world: dict[str, Path]) -> None:
+    """Issue 11.6: outside git, .env and a .gitignore'd config were read and grepped."""
+    home = world["base"] / "secrets-home"
+    home.mkdir()
+    plain = write_tree(
+        world["base"] / "plain-app",
+        {
+            ".env": "SECRET=PLAIN-DOTENV-31337\n",
+            ".gitignore": "instance/\n",
+            "instance/config.py": "SECRET = 'INSTANCE-CONFIG-4242'\n",
+            "app.py": "import os\nprint('nothing to hide')\n",
+        },
+    )
+    repo = write_tree(world["base"] / "git-app", {".env": "SECRET=COMMITTED-DOTENV-99\n"})
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "oops, a committed .env"]):
+        subprocess.run(["git", *identity, "-C", str(repo), *args], check=True, capture_output=True)
+    env = server_env(home)
+    for folder in (plain, repo):
+        subprocess.run([sys.executable, "-m", "semsearch", "add", str(folder)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "secrets-server.log")
+    try:
+        for path in (plain / ".env", repo / ".env"):
+            refused = error(session.call("cat_file", {"filePath": str(path)}))
+            assert f"Refused: {path} is a secret file (matches .env)" in refused
+        refused = error(session.call("cat_file", {"filePath": str(plain / "instance/config.py")}))
+        assert "excluded from indexing (ignored by .gitignore)" in refused
+        assert "No matches" in ok(session.call("grep", {"pattern": "SECRET"}))
+        assert "nothing to hide" in ok(
+            session.call("cat_file", {"filePath": str(plain / "app.py")})
+        )
+        for response in session.seen:
+            assert not re.search(r"PLAIN-DOTENV|INSTANCE-CONFIG|COMMITTED-DOTENV", response)
+    finally:
+        session.close()

@@ -34,6 +34,7 @@ DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the def
 # (1, 0.25, 0.5) and (1, 0.5, 1) measured within noise or worse.
 COLUMN_WEIGHTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}
 DEFINITION_BOOST = 1.5  # a chunk defining a queried symbol; 2.0 measured no better
+DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
 FILE_DECAY = 0.5  # n-th chunk of one file x FILE_DECAY**(n-1): 0.35/0.7/1.0 measured worse
 
 # A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
@@ -134,7 +135,7 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
     """The (name, factor) priors that apply to one chunk."""
     priors: list[tuple[str, float]] = []
     if info.names and defines_queried(rel, text, info):
-        priors.append(("defines a queried symbol", DEFINITION_BOOST))
+        priors.append((DEFINES_NOTE, DEFINITION_BOOST))
     for label, lifted_by, factor in _path_kinds(rel):
         if not info.words & lifted_by:
             priors.append((f"{label} file", factor))
@@ -142,10 +143,11 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
     return priors
 
 
-def best_prior(info: QueryInfo) -> float:
-    """The largest product of priors a chunk can get for the query: :data:`DEFINITION_BOOST` when
-    it names a symbol, else 1 (the path kinds and the file decay only lower a score)."""
-    return DEFINITION_BOOST if info.names else 1.0
+def best_prior(info: QueryInfo, boosted: bool = True) -> float:
+    """The largest product of priors a result can have: :data:`DEFINITION_BOOST` when the query
+    names a symbol and a result (``boosted``) defines it, else 1 (the path kinds and the file
+    decay only lower a score)."""
+    return DEFINITION_BOOST if info.names and boosted else 1.0
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -3,8 +3,9 @@
 Scores: in ``hybrid`` and ``bm25`` modes a hit's score is its RRF sum divided by the best sum
 possible (a chunk ranked first by every arm scores 1.0), so scores are on one scale whichever
 arms matched; the ranking priors multiply it, and the reported score is then divided by the
-largest product of priors possible for the query (:func:`~semsearch.ranking.best_prior`), so it
-stays in [0, 1] and the order is the priors' order. In ``vector`` mode the score is the cosine
+largest product of priors a result has (:func:`~semsearch.ranking.best_prior`: the definition
+boost when a result defines a queried symbol, else 1), so it stays in [0, 1] and the order is the
+priors' order. In ``vector`` mode the score is the cosine
 similarity times the priors, not rescaled.
 """
 
@@ -27,6 +28,7 @@ from semsearch.lexical import LexicalQuery, lexical_query
 from semsearch.ranking import (
     CANDIDATES,
     CANDIDATES_PER_K,
+    DEFINES_NOTE,
     DEFINITION_POOL,
     FILE_DECAY,
     POOL_MIN,
@@ -168,8 +170,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     best_possible = len(used) / (options.rrf_k + 1)
     scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
     # Rescaled after ranking, so the order is exactly the priors' order.
-    ceiling = best_prior(info)
     hits = _assemble(store, info, options.k, scores, arms)
+    ceiling = best_prior(info, any(DEFINES_NOTE in p for hit in hits for p in hit.priors))
     return [replace(hit, score=hit.score / ceiling) for hit in hits]
 
 

@@ -425,6 +425,13 @@ def test_scores_stay_within_zero_and_one_with_the_definition_boost(
     )
 
 
+def test_a_symbol_query_nothing_defines_can_still_score_one(ranking_corpus: Index) -> None:
+    # "exponential" names a symbol (a one-word query) that no chunk defines: no result carries
+    # the definition boost, so the best result is not held below 1.0 by a boost nobody got.
+    (top,) = ranking_corpus.search("exponential", k=1, mode="bm25")
+    assert (top.rel, top.priors, top.score) == ("docs/retry.md", (), 1.0)
+
+
 @pytest.mark.parametrize("store_backend", ["sqlite"])
 def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
     # The scores the code before the rescaling gave: the cosine, times the priors.

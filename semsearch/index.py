@@ -283,7 +283,11 @@ class Index:
         return differs + sum(1 for rel in states if rel not in listed)
 
     def close(self) -> None:
-        """Close the index file."""
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        """Close the index file and wait for the model's background load, if one runs."""
+        try:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+        finally:
+            if self._embedder is not None:
+                self._embedder.close()

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.index import Index, IndexReport
     from semsearch.indexer import FileEvent
     from semsearch.search import Hit
+    from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -258,7 +259,13 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
         return _dry_run(index, roots, args.json)
     progress = _Progress(sys.stderr, args.verbose)
     try:
-        report = index.update(roots, force=args.force, max_files=args.max_files, on_event=progress)
+        report = index.update(
+            roots,
+            force=args.force,
+            max_files=args.max_files,
+            on_event=progress,
+            on_wait=_say_waiting(settings.store_path),
+        )
     finally:
         progress.clear()
         index.close()
@@ -267,6 +274,20 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _print_report(report)
     return EXIT_FAIL if report.failed else EXIT_OK
+
+
+def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
+    """Tell stderr at once that this run waits for the one holding the writer lock."""
+
+    def say(holder: LockHolder) -> None:
+        print(
+            f"semsearch: waiting for the `semsearch index` run ({holder.describe()}) "
+            f"that is writing {index_path}...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return say
 
 
 def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:

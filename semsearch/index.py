@@ -30,7 +30,14 @@ from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import FileEvent, FolderReport, Indexer, IndexerSettings
 from semsearch.listing import Listing, list_files
 from semsearch.search import Hit, SearchOptions, search
-from semsearch.store import Folder, Store, model_mismatch_message, open_store, write_lock
+from semsearch.store import (
+    Folder,
+    LockHolder,
+    Store,
+    model_mismatch_message,
+    open_store,
+    write_lock,
+)
 
 
 @dataclass(frozen=True)
@@ -166,13 +173,17 @@ class Index:
         max_files: int | None = None,
         wait_seconds: float = 600.0,
         on_event: Callable[[FileEvent], None] | None = None,
+        on_wait: Callable[[LockHolder], None] | None = None,
     ) -> IndexReport:
-        """Index folders (default: the configured ones) incrementally; one writer at a time."""
+        """Index folders (default: the configured ones) incrementally; one writer at a time.
+
+        ``on_wait`` hears at once, with the holder, when another run holds the writer lock.
+        """
         chosen = self._roots(roots)
         if max_files is not None and max_files < 1:
             raise UsageError(f"max_files must be at least 1, got {max_files}.")
         started = time.monotonic()
-        with write_lock(self.settings.store_path, wait_seconds):
+        with write_lock(self.settings.store_path, wait_seconds, on_wait):
             store = self._open(create=True)
             stored = store.model()
             if stored is not None and stored[0] != self.embedder.model_id:

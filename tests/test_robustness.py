@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from semsearch.cli import main
-from semsearch.config import Settings
+from semsearch.config import Settings, load_settings
 from semsearch.embedder import HashEmbedder
+from semsearch.errors import DiskFullError
 from semsearch.index import Index
 from tests.conftest import write_tree
 
@@ -286,3 +287,27 @@ def test_removing_a_folder_shrinks_the_index_file(
     with sqlite3.connect(settings.store_path) as conn:
         assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
     assert integrity(settings.store_path) == "ok"
+
+
+@pytest.mark.lancedb
+def test_lancedb_disk_full_is_one_line_and_the_next_run_resumes(
+    tmp_path: Path, mount_points: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cap = capped_folder(tmp_path / "cap", "16m", mount_points)
+    monkeypatch.setenv("SS_STORE_BACKEND", "lancedb")
+    monkeypatch.setenv("SS_INDEX_PATH", str(cap / "lancedb"))
+    settings = load_settings(os.environ)
+    proj = write_tree(tmp_path / "proj", {"first.md": "The first note is about herons.\n"})
+    index = Index(settings, embedder=HashEmbedder())
+    try:
+        index.update([proj])
+        write_tree(proj, {f"n{i:02d}.md": f"Note {i}: " + LOREM * 6 for i in range(40)})
+        filler = fill_disk(cap, leave=16 * 1024)
+        with pytest.raises(DiskFullError) as caught:
+            index.update([proj])
+        assert "\n" not in str(caught.value)
+        assert f"Cannot write index {settings.store_path}: disk full" in str(caught.value)
+        filler.unlink()
+        assert index.update([proj]).total("indexed") == 40
+    finally:
+        index.close()

@@ -1,12 +1,14 @@
 """The advisory writer lock beside an index: one index run (or removal) writes at a time.
 
 The lock file `<index>.lock` holds ``PID START_TIME`` (a Unix time) of the process holding it,
-so a second run can say whom it waits for.
+so a second run can say whom it waits for. Every write happens under the lock, so a write that
+fails for want of space or access (LanceDB's errors, untyped) is translated here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from semsearch.errors import LockedError, ReadOnlyError, StoreError
+from semsearch.errors import DiskFullError, LockedError, ReadOnlyError, StoreError
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,14 @@ def read_only_message(index_path: Path) -> str:
     return (
         f"Index {index_path} is read-only: it can be searched but not updated. "
         "Copy it somewhere writable (and pass `--index COPY`) to index or remove folders."
+    )
+
+
+def disk_full_message(index_path: Path) -> str:
+    """What to tell a user whose write to the index failed for want of space."""
+    return (
+        f"Cannot write index {index_path}: disk full. Free some space, then run "
+        "`semsearch index` again: what was written is kept and the run resumes."
     )
 
 
@@ -83,9 +93,25 @@ def write_lock(
         with contextlib.suppress(OSError):  # who holds it is a courtesy to waiters
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()} {time.time():.3f}\n".encode("ascii"), 0)
-        yield
+        try:
+            yield
+        except (OSError, RuntimeError) as exc:  # LanceDB reports a full disk as these
+            medium = _medium_error(index_path, exc)
+            if medium is None:
+                raise
+            raise medium from exc
     finally:
         os.close(fd)
+
+
+def _medium_error(index_path: Path, exc: Exception) -> StoreError | None:
+    """A write under the lock that failed for want of space or write access, in one line."""
+    number = getattr(exc, "errno", None)
+    if number == errno.ENOSPC or "No space left on device" in str(exc):
+        return DiskFullError(disk_full_message(index_path))
+    if number == errno.EROFS or "Read-only file system" in str(exc):
+        return ReadOnlyError(read_only_message(index_path))
+    return None
 
 
 def _acquire(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
 from semsearch.lexical import chunk_terms, definitions
-from semsearch.store.lock import read_only_message
+from semsearch.store.lock import disk_full_message, read_only_message
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
@@ -142,10 +142,7 @@ def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
     """The StoreError of a failed write: disk full and read-only get their own one-line advice."""
     primary = _primary_code(exc)
     if primary == SQLITE_FULL or "disk is full" in str(exc):
-        return DiskFullError(
-            f"Cannot write index {path}: disk full. Free some space, then run `semsearch index` "
-            "again: what was written is kept and the run resumes."
-        )
+        return DiskFullError(disk_full_message(path))
     if primary == SQLITE_READONLY or "readonly database" in str(exc):
         return ReadOnlyError(read_only_message(path))
     return StoreError(f"Cannot write index {path}: {exc}")

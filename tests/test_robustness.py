@@ -20,6 +20,7 @@ from semsearch.config import Settings, load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.errors import DiskFullError
 from semsearch.index import Index
+from semsearch.store.lock import read_only_message
 from tests.conftest import write_tree
 
 LOREM = (
@@ -311,3 +312,26 @@ def test_lancedb_disk_full_is_one_line_and_the_next_run_resumes(
         assert index.update([proj]).total("indexed") == 40
     finally:
         index.close()
+
+
+def test_an_index_file_without_write_access_is_searched(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shared file the user may read but not write (root ignores modes: chattr +i)."""
+    hash_indexed(settings, tmp_path / "proj")
+    db = settings.store_path
+    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(db)], check=False).returncode:
+        pytest.skip("needs root and chattr to make a file unwritable for root")
+    try:
+        index = Index(settings, embedder=HashEmbedder())
+        try:
+            assert [hit.rel for hit in index.search("alpha", k=1)] == ["a.py"]
+            assert index.status().chunks == 2
+        finally:
+            index.close()
+        assert main(["search", "--mode", "bm25", "beta gamma"]) == 0
+        assert "notes.md" in capsys.readouterr().out
+        assert main(["index", str(tmp_path / "proj")]) == 1
+        assert capsys.readouterr().err == f"semsearch: {read_only_message(db)}\n"
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)

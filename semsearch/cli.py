@@ -11,7 +11,7 @@ import ctypes
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from semsearch.folders import resolve_folder
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.embedder import Embedder
     from semsearch.index import Index
+    from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -319,7 +320,13 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
         return _dry_run(index, roots, args.json)
     progress = Progress(sys.stderr, args.verbose, show_errors=args.json)
     try:
-        report = index.update(roots, force=args.force, max_files=args.max_files, on_event=progress)
+        report = index.update(
+            roots,
+            force=args.force,
+            max_files=args.max_files,
+            on_event=progress,
+            on_wait=_say_waiting(settings.store_path),
+        )
     finally:
         progress.clear()
         index.close()
@@ -328,6 +335,20 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print_report(report)
     return EXIT_FAIL if report.failed else EXIT_OK
+
+
+def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
+    """Tell stderr at once that this run waits for the one holding the writer lock."""
+
+    def say(holder: LockHolder) -> None:
+        print(
+            f"semsearch: waiting for the `semsearch index` run ({holder.describe()}) "
+            f"that is writing {index_path}...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return say
 
 
 def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:

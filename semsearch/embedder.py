@@ -63,6 +63,10 @@ class Embedder(Protocol):
         """Start loading the model in the background (a hint; may do nothing)."""
         ...
 
+    def close(self) -> None:
+        """Wait for a background load to end; the embedder stays usable."""
+        ...
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans of the model tokens of ``text`` (no special tokens)."""
         ...
@@ -205,11 +209,19 @@ class OnnxEmbedder:
         """Start loading the query session in a background thread; :meth:`embed` waits for it.
 
         onnxruntime releases the GIL while it builds the session (~0.2 s), so a caller can read
-        the index meanwhile. Errors surface on the next :meth:`embed`.
+        the index meanwhile. Errors surface on the next :meth:`embed`. The thread is not a
+        daemon: a process that exits while onnxruntime builds the session aborts ("terminate
+        called without an active exception"), so exit waits for it; :meth:`close` waits too.
         """
         if False not in self._sessions and self._loader is None:
-            self._loader = threading.Thread(target=self._load_quietly, daemon=True)
+            self._loader = threading.Thread(target=self._load_quietly, daemon=False)
             self._loader.start()
+
+    def close(self) -> None:
+        """Wait for the background load started by :meth:`preload`, if any."""
+        loader = self._loader
+        if loader is not None:
+            loader.join()
 
     def _load_quietly(self) -> None:
         with contextlib.suppress(ModelError):  # embed() loads again and raises it
@@ -331,6 +343,9 @@ class HashEmbedder:
 
     def preload(self) -> None:
         """Nothing to load."""
+
+    def close(self) -> None:
+        """Nothing to wait for."""
 
     def embed_query(self, text: str) -> FloatMatrix:
         """The query's vector (same as embedding it alone)."""

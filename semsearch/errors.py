@@ -45,3 +45,11 @@ class ExtractError(SemsearchError):
 
 class PathRefusedError(SemsearchError):
     """Raised when a path lies outside the configured folders or is excluded by ignore rules."""
+
+
+class ReadOnlyError(StoreError):
+    """Raised when an index on read-only media (or without write access) is asked to change."""
+
+
+class DiskFullError(StoreError):
+    """Raised when a write to the index fails because the disk (or the file's quota) is full."""

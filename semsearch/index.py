@@ -52,6 +52,7 @@ from semsearch.search import Hit, SearchOptions, search
 from semsearch.store import (
     FileState,
     Folder,
+    LockHolder,
     Store,
     model_mismatch_message,
     open_store,
@@ -259,13 +260,17 @@ class Index:
         max_files: int | None = None,
         wait_seconds: float = 600.0,
         on_event: Callable[[FileEvent], None] | None = None,
+        on_wait: Callable[[LockHolder], None] | None = None,
     ) -> IndexReport:
-        """Index folders (default: the configured ones) incrementally; one writer at a time."""
+        """Index folders (default: the configured ones) incrementally; one writer at a time.
+
+        ``on_wait`` hears at once, with the holder, when another run holds the writer lock.
+        """
         chosen = self._roots(roots)
         if max_files is not None and max_files < 1:
             raise UsageError(f"max_files must be at least 1, got {max_files}.")
         started = time.monotonic()
-        with write_lock(self.settings.store_path, wait_seconds):
+        with write_lock(self.settings.store_path, wait_seconds, on_wait):
             store = self._open(create=True)
             stored = store.model()
             if stored is not None and stored[0] != self.embedder.model_id:
@@ -466,7 +471,11 @@ class Index:
         return FolderStatus(info, True, differs + gone, skipped, errors)
 
     def close(self) -> None:
-        """Close the index file."""
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        """Close the index file and wait for the model's background load, if one runs."""
+        try:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+        finally:
+            if self._embedder is not None:
+                self._embedder.close()

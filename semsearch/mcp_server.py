@@ -142,6 +142,15 @@ class Tools:
         self._reader: Index | None = None
         self._reader_key: tuple[Any, ...] = ()
 
+    def close(self) -> None:
+        """Close the reading index and wait for any model load (the server's shutdown)."""
+        with self._lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+            for embedder in self._embedders.values():
+                embedder.close()
+
     def settings(self) -> Settings:
         """The settings as they are now (the config file is small: read on every call)."""
         return load_settings(os.environ, self._index_flag)
@@ -415,9 +424,9 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
 )
 
 
-def build_server(index_flag: str | None) -> MCPServer:
+def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServer:
     """The MCP server with the six tools (names, titles and annotations in :data:`TOOLS`)."""
-    tools = Tools(index_flag)
+    tools = tools or Tools(index_flag)
     registered: list[Tool] = []
     for name, title, read_only in TOOLS:
         hints = ToolAnnotations(
@@ -449,5 +458,9 @@ def build_server(index_flag: str | None) -> MCPServer:
 
 
 def serve(index_flag: str | None) -> None:
-    """Serve the tools over stdio until the client closes stdin."""
-    build_server(index_flag).run("stdio")
+    """Serve the tools over stdio until the client closes stdin; then close the index."""
+    tools = Tools(index_flag)
+    try:
+        build_server(index_flag, tools).run("stdio")
+    finally:
+        tools.close()

@@ -20,7 +20,7 @@ from semsearch.store.base import (
     Store,
     model_mismatch_message,
 )
-from semsearch.store.lock import write_lock
+from semsearch.store.lock import LockHolder, write_lock
 from semsearch.store.sqlite import SqliteStore
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "FileState",
     "FileWrite",
     "Folder",
+    "LockHolder",
     "SqliteStore",
     "Store",
     "model_mismatch_message",

@@ -1,40 +1,140 @@
-"""The advisory writer lock beside an index: one index run (or removal) writes at a time."""
+"""The advisory writer lock beside an index: one index run (or removal) writes at a time.
+
+The lock file `<index>.lock` holds ``PID START_TIME`` (a Unix time) of the process holding it,
+so a second run can say whom it waits for. Every write happens under the lock, so a write that
+fails for want of space or access (LanceDB's errors, untyped) is translated here.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from semsearch.errors import LockedError
+from semsearch.errors import DiskFullError, LockedError, ReadOnlyError, StoreError
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """The process holding the writer lock, as its lock file tells (None when unreadable)."""
+
+    pid: int | None
+    started: float | None
+
+    def describe(self) -> str:
+        """``pid 123, started 2026-12-01 10:02:03`` (or what of it is known)."""
+        if self.pid is None or self.started is None:
+            return "pid unknown"
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
+        return f"pid {self.pid}, started {stamp}"
+
+
+def is_writable(index_path: Path) -> bool:
+    """Whether this process may change the index (the file or folder, and what holds it)."""
+    return os.access(index_path, os.W_OK) and os.access(index_path.parent, os.W_OK)
+
+
+def read_only_message(index_path: Path) -> str:
+    """What to tell a user who asks to change an index on read-only media or without access."""
+    return (
+        f"Index {index_path} is read-only: it can be searched but not updated. "
+        "Copy it somewhere writable (and pass `--index COPY`) to index or remove folders."
+    )
+
+
+def disk_full_message(index_path: Path) -> str:
+    """What to tell a user whose write to the index failed for want of space."""
+    return (
+        f"Cannot write index {index_path}: disk full. Free some space, then run "
+        "`semsearch index` again: what was written is kept and the run resumes."
+    )
+
+
+def read_holder(lock_path: Path) -> LockHolder:
+    """Who holds the lock, from the lock file's ``PID START_TIME``."""
+    try:
+        pid, started = lock_path.read_text(encoding="ascii").split()
+        return LockHolder(int(pid), float(started))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return LockHolder(None, None)
 
 
 @contextlib.contextmanager
-def write_lock(index_path: Path, wait_seconds: float) -> Iterator[None]:
+def write_lock(
+    index_path: Path,
+    wait_seconds: float,
+    on_wait: Callable[[LockHolder], None] | None = None,
+) -> Iterator[None]:
     """Hold the advisory writer lock `<index>.lock`, waiting up to ``wait_seconds`` for it.
 
     ``index_path`` is the SQLite file or the LanceDB folder; the lock file sits next to it.
-    Raises ``LockedError`` when another writer still holds it after the wait.
+    ``on_wait`` is called once, with the holder, as soon as the lock is found taken. Raises
+    ``ReadOnlyError`` when the index cannot be written, ``LockedError`` when another writer
+    still holds the lock after the wait.
     """
-    index_path.parent.mkdir(parents=True, exist_ok=True)
+    if index_path.exists() and not is_writable(index_path):
+        raise ReadOnlyError(read_only_message(index_path))
     lock_path = index_path.with_name(index_path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockedError(
-                        f"Another `semsearch index` is writing {index_path}. "
-                        "Wait for it to finish, then run this again."
-                    ) from None
-                time.sleep(0.2)
-        yield
+        index_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot create index {index_path}: {exc.strerror}. "
+            "Choose a writable place with `--index PATH`."
+        ) from exc
+    try:
+        _acquire(fd, index_path, lock_path, wait_seconds, on_wait)
+        with contextlib.suppress(OSError):  # who holds it is a courtesy to waiters
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {time.time():.3f}\n".encode("ascii"), 0)
+        try:
+            yield
+        except (OSError, RuntimeError) as exc:  # LanceDB reports a full disk as these
+            medium = _medium_error(index_path, exc)
+            if medium is None:
+                raise
+            raise medium from exc
     finally:
         os.close(fd)
+
+
+def _medium_error(index_path: Path, exc: Exception) -> StoreError | None:
+    """A write under the lock that failed for want of space or write access, in one line."""
+    number = getattr(exc, "errno", None)
+    if number == errno.ENOSPC or "No space left on device" in str(exc):
+        return DiskFullError(disk_full_message(index_path))
+    if number == errno.EROFS or "Read-only file system" in str(exc):
+        return ReadOnlyError(read_only_message(index_path))
+    return None
+
+
+def _acquire(
+    fd: int,
+    index_path: Path,
+    lock_path: Path,
+    wait_seconds: float,
+    on_wait: Callable[[LockHolder], None] | None,
+) -> None:
+    deadline = time.monotonic() + wait_seconds
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            holder = read_holder(lock_path)
+            if time.monotonic() >= deadline:
+                raise LockedError(
+                    f"Another `semsearch index` is writing {index_path} ({holder.describe()}). "
+                    "Wait for it to finish, then run this again."
+                ) from None
+            if on_wait is not None and not told:
+                on_wait(holder)
+                told = True
+            time.sleep(0.2)

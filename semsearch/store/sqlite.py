@@ -28,6 +28,8 @@ On-disk format (schema version 2, ``PRAGMA user_version``)::
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
+New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
+one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
 Version 1 had an external-content FTS5 table over `text` alone; opening such a file migrates it.
 """
 
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.errors import IndexMissingError, ModelMismatchError, StoreError
+from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
 from semsearch.lexical import TERMS_VERSION, LexicalQuery
 from semsearch.ranking import COLUMN_WEIGHTS
 from semsearch.store.base import (
@@ -56,13 +58,17 @@ from semsearch.store.base import (
     model_mismatch_message,
 )
 from semsearch.store.exact import ExactVectors
+from semsearch.store.lock import is_writable, read_only_message
 from semsearch.store.sqlite_schema import (
+    AUTO_VACUUM_INCREMENTAL,
     FTS_SQL,
     MIGRATIONS,
     PAGE_SIZE,
     SCHEMA_VERSION,
     connect,
+    is_write_failure,
     split_sql,
+    write_error,
 )
 
 # bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
@@ -82,11 +88,18 @@ class SqliteStore:
         self.path = path
         if not create and not path.exists():
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
+        self.read_only = path.exists() and not is_writable(path)
+        if create and self.read_only:
+            raise ReadOnlyError(read_only_message(path))
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = connect(path)
+            self._conn = connect(path, self.read_only)
             self._migrate()
+        except sqlite3.OperationalError as exc:
+            if is_write_failure(exc):
+                raise write_error(path, exc) from exc
+            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
@@ -101,8 +114,17 @@ class SqliteStore:
             )
         if version == SCHEMA_VERSION and self.meta("terms_version") == TERMS_VERSION:
             return
+        if self.read_only:
+            if version < SCHEMA_VERSION:  # a stale terms_version only dulls BM25 a little
+                raise ReadOnlyError(
+                    f"Index {self.path} is read-only and has schema version {version}, which "
+                    "this semsearch upgrades on open. Open it once with write access."
+                )
+            return
         if version == 0:
+            # Before the first table: free pages go back to the file system (see maintain).
             self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            self._conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
             self._conn.execute("PRAGMA journal_mode=WAL")
         with self._write():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -119,19 +141,30 @@ class SqliteStore:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the generation counter."""
+        if self.read_only:
+            raise ReadOnlyError(read_only_message(self.path))
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"Cannot write index {self.path}: {exc}") from exc
+            raise write_error(self.path, exc) from exc
         try:
             yield self._conn
             self._conn.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
             )
             self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            self._rollback()
+            if is_write_failure(exc):  # e.g. disk full: SQLite has rolled back already
+                raise write_error(self.path, exc) from exc
             raise
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     def _set_meta(self, key: str, value: str) -> None:
         self._conn.execute(
@@ -357,7 +390,7 @@ class SqliteStore:
 
     def _vector_reader(self) -> _VectorReader:
         if self._reader is None:
-            self._reader = _VectorReader(self.path)
+            self._reader = _VectorReader(self.path, self.read_only)
         return self._reader
 
     def lexical(
@@ -398,7 +431,27 @@ class SqliteStore:
         return [by_id[i] for i in ids if i in by_id]
 
     def maintain(self) -> None:
-        """Nothing to do: SQLite keeps its FTS index current in every transaction."""
+        """Give the file's free pages back to the file system (after a removal or re-index).
+
+        SQLite keeps its FTS index current in every transaction; what is left is space. An index
+        made with ``auto_vacuum=INCREMENTAL`` frees it in place; an older one is switched to it
+        by one full VACUUM, the first time it has free pages.
+        """
+        if self.read_only:
+            return
+        try:
+            if not self._conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                return
+            mode = self._conn.execute("PRAGMA auto_vacuum").fetchone()[0]
+            if mode != AUTO_VACUUM_INCREMENTAL:
+                self._conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
+                self._conn.execute("VACUUM")
+            else:
+                # execute() steps once and frees one page; a script runs the pragma to the end.
+                self._conn.executescript("PRAGMA incremental_vacuum;")
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            raise write_error(self.path, exc) from exc
 
     def size_bytes(self) -> int:
         """Bytes on disk: the file and its WAL."""
@@ -420,8 +473,8 @@ class _VectorReader:
     arm runs, and a connection is never used by two threads at once.
     """
 
-    def __init__(self, path: Path) -> None:
-        self._conn = connect(path)
+    def __init__(self, path: Path, read_only: bool) -> None:
+        self._conn = connect(path, read_only)
         self.exact = ExactVectors(self)
 
     def generation(self) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
 from semsearch.lexical import chunk_terms, definitions
+from semsearch.store.lock import disk_full_message, read_only_message
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
@@ -58,12 +60,41 @@ FTS_SQL = """
 # stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
 MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL)
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
+AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
+SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection with the busy timeout, foreign keys and the SQL functions the triggers call."""
+def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
+    """A connection with the busy timeout, foreign keys and the SQL functions the triggers call.
+
+    ``read_only`` (the file or its folder is not writable): ``mode=ro``, which reads the WAL when
+    its -shm file exists; without one on read-only media, ``immutable=1``, which is safe there as
+    nobody can write the file. A WAL left with content but no -shm cannot be read that way.
+    """
+    if not read_only:
+        return _configured(str(path), uri=False)
+    target = path.resolve().as_uri()
+    try:
+        conn = _configured(f"{target}?mode=ro", uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(
+                f"Index {path} is read-only and its write-ahead log {wal.name} holds changes "
+                "that cannot be read without write access. Copy both files somewhere writable."
+            ) from None
+    return _configured(f"{target}?immutable=1", uri=True)
+
+
+def _configured(target: str, uri: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(
-        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        target,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=uri,
     )
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
@@ -92,3 +123,26 @@ def split_sql(script: str) -> list[str]:
             statements.append(buffer.strip())
             buffer = ""
     return statements
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; callers read the message too
+    return None if code is None else int(code) & 0xFF
+
+
+def is_write_failure(exc: sqlite3.Error) -> bool:
+    """Disk full or read-only: failures of the medium, not of the statement."""
+    text = str(exc)
+    return _primary_code(exc) in (SQLITE_FULL, SQLITE_READONLY) or (
+        "disk is full" in text or "readonly database" in text
+    )
+
+
+def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The StoreError of a failed write: disk full and read-only get their own one-line advice."""
+    primary = _primary_code(exc)
+    if primary == SQLITE_FULL or "disk is full" in str(exc):
+        return DiskFullError(disk_full_message(path))
+    if primary == SQLITE_READONLY or "readonly database" in str(exc):
+        return ReadOnlyError(read_only_message(path))
+    return StoreError(f"Cannot write index {path}: {exc}")

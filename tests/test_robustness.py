@@ -1,0 +1,337 @@
+"""The CLI on the paths a new user meets: early exits, a full disk, a read-only index, a busy lock.
+
+These run the real command in a subprocess where the exit code or an abort is the point.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from semsearch.cli import main
+from semsearch.config import Settings, load_settings
+from semsearch.embedder import HashEmbedder
+from semsearch.errors import DiskFullError
+from semsearch.index import Index
+from semsearch.store.lock import read_only_message
+from tests.conftest import write_tree
+
+LOREM = (
+    "Harbour pilots guide the freighters past the sandbanks at dawn, while gulls follow the "
+    "fishing boats home and the tide tables are pinned beside the lighthouse door. "
+)
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m semsearch ARGS`` with this test's environment (HOME, XDG dirs)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(
+        [sys.executable, "-m", "semsearch", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def hash_indexed(settings: Settings, root: Path) -> None:
+    """Index ``root`` with the hashed embedder (no model needed to read it back)."""
+    write_tree(root, {"a.py": "def alpha():\n    return 1\n", "notes.md": "# Notes\nbeta gamma\n"})
+    index = Index(settings, embedder=HashEmbedder())
+    try:
+        index.update([root])
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["search", "foo"], 1, "Run `semsearch index` first"),
+        (["search", "foo", "--folder", "nosuch"], 2, "nosuch"),
+        (["search", "foo", "--glob", "*.nothing"], 0, "No results."),
+    ],
+)
+def test_early_search_exit_never_aborts(
+    argv: list[str], code: int, message: str, settings: Settings, tmp_path: Path
+) -> None:
+    """The model's background load never outlives the process (it used to abort: exit 134)."""
+    if code != 1:
+        hash_indexed(settings, tmp_path / "proj")
+    for _ in range(5):  # the abort depended on timing: try several times
+        result = run_cli(*argv)
+        assert "terminate called" not in result.stderr
+        assert result.returncode == code, result.stderr
+        assert message in result.stderr
+
+
+def mounted(*command: str) -> None:
+    """Run a mount command, or skip the test when this machine does not allow it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a size-capped or read-only file system")
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount here ({' '.join(command)}): {result.stderr.strip()}")
+
+
+@pytest.fixture
+def mount_points() -> Iterator[list[Path]]:
+    """Mount points to unmount (lazily) after the test, last first."""
+    points: list[Path] = []
+    yield points
+    for point in reversed(points):
+        subprocess.run(["umount", "-l", str(point)], check=False, capture_output=True)
+
+
+def capped_folder(path: Path, size: str, points: list[Path]) -> Path:
+    """A tmpfs of ``size`` mounted at ``path``."""
+    path.mkdir(parents=True)
+    mounted("mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path))
+    points.append(path)
+    return path
+
+
+def read_only_view(source: Path, path: Path, points: list[Path]) -> Path:
+    """``source`` bind-mounted read-only at ``path`` (chmod does not stop root)."""
+    path.mkdir(parents=True)
+    mounted("mount", "--bind", str(source), str(path))
+    points.append(path)
+    mounted("mount", "-o", "remount,bind,ro", str(path))
+    return path
+
+
+def fill_disk(folder: Path, leave: int) -> Path:
+    """Fill the file system of ``folder`` but ``leave`` bytes; returns the filler file."""
+    filler = folder / "filler"
+    with filler.open("wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+    with filler.open("r+b") as handle:
+        handle.truncate(max(filler.stat().st_size - leave, 0))
+    return filler
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def integrity(db: Path) -> str:
+    with sqlite3.connect(db) as conn:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def indexed_files(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM files").fetchone()[0])
+
+
+def test_disk_full_is_one_line_and_the_next_run_resumes(
+    tmp_path: Path, mount_points: list[Path]
+) -> None:
+    cap = capped_folder(tmp_path / "cap", "4m", mount_points)
+    db = cap / "index.db"
+    proj = write_tree(tmp_path / "proj", {"first.md": "The first note is about herons.\n"})
+    assert run_cli("--index", str(db), "index", str(proj)).returncode == 0
+    write_tree(proj, {f"n{i:02d}.md": f"Note {i}: " + LOREM * 6 for i in range(40)})
+    filler = fill_disk(cap, leave=64 * 1024)
+
+    full = run_cli("--index", str(db), "index", str(proj))
+    assert full.returncode == 1, full.stderr
+    (line,) = error_lines(full.stderr)
+    assert str(db) in line and "disk full" in line
+    assert integrity(db) == "ok"
+
+    filler.unlink()
+    again = run_cli("--index", str(db), "index", str(proj))
+    assert again.returncode == 0, again.stderr
+    assert integrity(db) == "ok"
+    assert indexed_files(db) == 41
+
+
+@pytest.fixture
+def read_only_index(
+    tmp_path: Path, mount_points: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Path]:
+    """A folder indexed with the real model, its index then seen through a read-only mount."""
+    proj = write_tree(
+        tmp_path / "proj",
+        {"herons.md": "Grey herons stand still in the shallows, waiting for fish.\n"},
+    )
+    source = tmp_path / "source"
+    source.mkdir()
+    monkeypatch.setenv("SS_INDEX_PATH", str(source / "index.db"))
+    assert run_cli("add", str(proj)).returncode == 0
+    assert run_cli("index").returncode == 0
+    view = read_only_view(source, tmp_path / "ro", mount_points)
+    monkeypatch.setenv("SS_INDEX_PATH", str(view / "index.db"))
+    return {"proj": proj, "db": view / "index.db", "view": view}
+
+
+def test_a_read_only_index_is_searched_and_refuses_updates(
+    read_only_index: dict[str, Path],
+) -> None:
+    db = read_only_index["db"]
+    found = run_cli("search", "birds waiting in shallow water")
+    assert found.returncode == 0, found.stderr
+    assert "herons.md" in found.stdout
+    status = run_cli("status")
+    assert status.returncode == 0, status.stderr
+    assert str(db) in status.stdout and "chunks        1" in status.stdout
+    refused = run_cli("index")
+    assert refused.returncode == 1
+    (line,) = error_lines(refused.stderr)
+    assert "read-only" in line and str(db) in line and ".lock" not in line
+    names = sorted(p.name for p in read_only_index["view"].iterdir())
+    assert names == ["index.db", "index.db.lock"]  # the lock of the run that made it
+
+
+def test_the_mcp_read_tools_work_on_a_read_only_index(
+    read_only_index: dict[str, Path], tmp_path: Path
+) -> None:
+    from tests.test_mcp_server import Client, ok, server_env
+
+    env = {**server_env(Path(os.environ["HOME"])), "SS_INDEX_PATH": str(read_only_index["db"])}
+    herons = read_only_index["proj"] / "herons.md"
+    client = Client(env, tmp_path, tmp_path / "server.log")
+    try:
+        assert "herons.md" in ok(client.call("search", {"query": "birds in shallow water"}))
+        assert "Grey herons" in ok(client.call("gather", {"query": "herons"}))
+        assert "Grey herons" in ok(client.call("cat_file", {"filePath": str(herons)}))
+        assert "herons.md" in ok(client.call("grep", {"pattern": "shallows"}))
+        assert str(read_only_index["db"]) in ok(client.call("list_folders", {}))
+    finally:
+        client.close()
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from semsearch.store import write_lock
+with write_lock(Path(sys.argv[1]), 0):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_index_run_says_at_once_whom_it_waits_for(
+    settings: Settings, tmp_path: Path
+) -> None:
+    proj = write_tree(tmp_path / "proj", {"a.md": "Kingfishers dive for minnows.\n"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(settings.store_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "index", str(proj)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    first: list[str] = []
+    reader = threading.Thread(target=lambda: first.append(waiter.stderr.readline()))  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout=60)
+    holder.communicate("")  # release the lock either way
+    reader.join()
+    _, rest = waiter.communicate(timeout=120)
+    assert first and f"pid {holder.pid}, started " in first[0], first
+    assert "waiting for the `semsearch index` run" in first[0]
+    assert waiter.returncode == 0, rest
+
+
+def file_size(settings: Settings) -> int:
+    return settings.store_path.stat().st_size
+
+
+@pytest.mark.parametrize("made_before_auto_vacuum", [False, True])
+def test_removing_a_folder_shrinks_the_index_file(
+    settings: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    made_before_auto_vacuum: bool,
+) -> None:
+    keep = write_tree(tmp_path / "keep", {"k.md": "A small note that stays.\n"})
+    big = write_tree(
+        tmp_path / "big", {f"n{i:03d}.md": f"Note {i}. " + LOREM * 8 for i in range(150)}
+    )
+    index = Index(settings, embedder=HashEmbedder())
+    try:
+        index.update([keep, big])
+    finally:
+        index.close()
+    if made_before_auto_vacuum:  # the files semsearch wrote before it set auto_vacuum
+        with sqlite3.connect(settings.store_path) as conn:
+            conn.execute("PRAGMA auto_vacuum=NONE")
+            conn.execute("VACUUM")
+    before = file_size(settings)
+    assert main(["remove", str(big)]) == 0
+    assert "purged    150 files" in capsys.readouterr().out
+    assert file_size(settings) < before / 2
+    with sqlite3.connect(settings.store_path) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    assert integrity(settings.store_path) == "ok"
+
+
+@pytest.mark.lancedb
+def test_lancedb_disk_full_is_one_line_and_the_next_run_resumes(
+    tmp_path: Path, mount_points: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cap = capped_folder(tmp_path / "cap", "16m", mount_points)
+    monkeypatch.setenv("SS_STORE_BACKEND", "lancedb")
+    monkeypatch.setenv("SS_INDEX_PATH", str(cap / "lancedb"))
+    settings = load_settings(os.environ)
+    proj = write_tree(tmp_path / "proj", {"first.md": "The first note is about herons.\n"})
+    index = Index(settings, embedder=HashEmbedder())
+    try:
+        index.update([proj])
+        write_tree(proj, {f"n{i:02d}.md": f"Note {i}: " + LOREM * 6 for i in range(40)})
+        filler = fill_disk(cap, leave=16 * 1024)
+        with pytest.raises(DiskFullError) as caught:
+            index.update([proj])
+        assert "\n" not in str(caught.value)
+        assert f"Cannot write index {settings.store_path}: disk full" in str(caught.value)
+        filler.unlink()
+        assert index.update([proj]).total("indexed") == 40
+    finally:
+        index.close()
+
+
+def test_an_index_file_without_write_access_is_searched(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shared file the user may read but not write (root ignores modes: chattr +i)."""
+    hash_indexed(settings, tmp_path / "proj")
+    db = settings.store_path
+    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(db)], check=False).returncode:
+        pytest.skip("needs root and chattr to make a file unwritable for root")
+    try:
+        index = Index(settings, embedder=HashEmbedder())
+        try:
+            assert [hit.rel for hit in index.search("alpha", k=1)] == ["a.py"]
+            assert index.status().chunks == 2
+        finally:
+            index.close()
+        assert main(["search", "--mode", "bm25", "beta gamma"]) == 0
+        assert "notes.md" in capsys.readouterr().out
+        assert main(["index", str(tmp_path / "proj")]) == 1
+        assert capsys.readouterr().err == f"semsearch: {read_only_message(db)}\n"
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)

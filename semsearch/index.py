@@ -39,6 +39,8 @@ class IndexReport:
 
     folders: tuple[FolderReport, ...]
     seconds: float
+    chunks_embedded: int = 0  # texts the model embedded (vectors reused or shared not counted)
+    chunks_pending: int = 0  # chunks still without a vector after the run
 
     @property
     def failed(self) -> bool:
@@ -57,6 +59,8 @@ class IndexReport:
             "filesSkipped": self.total("skipped"),
             "filesDeleted": self.total("deleted"),
             "chunksWritten": self.total("chunks"),
+            "chunksEmbedded": self.chunks_embedded,
+            "chunksPending": self.chunks_pending,
             "errors": sum(len(f.problems) for f in self.folders),
             "truncated": any(f.truncated for f in self.folders),
             "seconds": round(self.seconds, 3),
@@ -90,6 +94,7 @@ class Status:
     model: tuple[str, int] | None
     folders: tuple[Folder, ...]
     changed: dict[str, int]
+    chunks_pending: int = 0  # chunks searchable by words but still waiting for their vector
 
     @property
     def files(self) -> int:
@@ -189,8 +194,11 @@ class Index:
                     reports.append(FolderReport(str(root), root.name, "", truncated=True))
                     continue
                 reports.append(indexer.index_folder(root, force=force, max_files=left))
+            indexer.embed_pending()
             store.maintain()
-        return IndexReport(tuple(reports), time.monotonic() - started)
+            pending = store.pending_count()
+        seconds = time.monotonic() - started
+        return IndexReport(tuple(reports), seconds, indexer.embedded, pending)
 
     def _indexer_settings(self) -> IndexerSettings:
         s = self.settings
@@ -266,7 +274,8 @@ class Index:
         store = self._open()
         folders = tuple(store.folders())
         changed = {f.path: self._changed(store, f) for f in folders} if count_changes else {}
-        return Status(path, True, store.size_bytes(), store.model(), folders, changed)
+        size, model, pending = store.size_bytes(), store.model(), store.pending_count()
+        return Status(path, True, size, model, folders, changed, pending)
 
     def _changed(self, store: Store, folder: Folder) -> int:
         root = Path(folder.path)

@@ -19,6 +19,7 @@ from semsearch.store.base import (
     Folder,
     Store,
     model_mismatch_message,
+    text_hash,
 )
 from semsearch.store.lock import write_lock
 from semsearch.store.sqlite import SqliteStore
@@ -34,6 +35,7 @@ __all__ = [
     "Store",
     "model_mismatch_message",
     "open_store",
+    "text_hash",
     "write_lock",
 ]
 

@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 2, ``PRAGMA user_version``)::
+On-disk format (schema version 3, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -15,9 +15,13 @@ On-disk format (schema version 2, ``PRAGMA user_version``)::
         an unchanged one is not re-read)
     chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
            start_line INTEGER, end_line INTEGER, start_offset INTEGER, end_offset INTEGER,
-           page INTEGER NULL, text TEXT, vector BLOB)
+           page INTEGER NULL, text TEXT, vector BLOB NULL, text_hash TEXT)
         text: a verbatim slice of the extracted text; offsets are str (code point) indices;
-        lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised.
+        lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised,
+        or NULL while the chunk waits for it (an index run writes text first, vectors after;
+        `chunks_pending`, a partial index on id WHERE vector IS NULL, finds those);
+        text_hash: 32 hex digits of BLAKE2b-128 of the UTF-8 text (`store.base.text_hash`),
+        indexed, so a chunk of the same text anywhere in the index lends its vector.
         Chunk ids are never reused, so a reader can refresh only what changed.
     chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
         `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
@@ -28,7 +32,8 @@ On-disk format (schema version 2, ``PRAGMA user_version``)::
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
-Version 1 had an external-content FTS5 table over `text` alone; opening such a file migrates it.
+Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
+and no `text_hash`; opening such a file migrates it (sqlite_schema.MIGRATIONS).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from semsearch.store.base import (
     Folder,
     IdArray,
     model_mismatch_message,
+    text_hash,
 )
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite_schema import (
@@ -200,15 +206,26 @@ class SqliteStore:
             self._refs = (generation, {row[0]: FileRef(*row) for row in rows})
         return self._refs[1]
 
-    def write_files(self, writes: Sequence[FileWrite]) -> None:
-        """Replace the rows and chunks of several files in one transaction."""
+    def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
+        """Replace the rows and chunks of several files in one transaction.
+
+        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        """
         if not writes:
             return
         with self._write() as conn:
             for write in writes:
-                self._write_file(conn, write)
+                self._write_file(conn, write, reuse)
 
-    def _write_file(self, conn: sqlite3.Connection, write: FileWrite) -> None:
+    def _write_file(self, conn: sqlite3.Connection, write: FileWrite, reuse: bool) -> None:
+        hashes = [text_hash(c.text) for c in write.chunks]
+        if write.vectors is not None:
+            assert len(write.vectors) == len(write.chunks)
+            rows = np.ascontiguousarray(write.vectors, dtype="<f4")
+            blobs: list[bytes | None] = [row.tobytes() for row in rows]
+        else:
+            known = _stored_vectors(conn, hashes) if reuse else {}
+            blobs = [known.get(h) for h in hashes]
         _delete_files(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
         cursor = conn.execute(
             "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind)"
@@ -224,13 +241,9 @@ class SqliteStore:
             ),
         )
         file_id = cursor.lastrowid
-        if not write.chunks:
-            return
-        assert write.vectors is not None and len(write.vectors) == len(write.chunks)
-        blobs = np.ascontiguousarray(write.vectors, dtype="<f4")
         conn.executemany(
             "INSERT INTO chunks(file_id, ord, start_line, end_line, start_offset, end_offset,"
-            " page, text, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " page, text, vector, text_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     file_id,
@@ -241,10 +254,37 @@ class SqliteStore:
                     c.end_offset,
                     c.page,
                     c.text,
-                    blobs[ordinal].tobytes(),
+                    blobs[ordinal],
+                    hashes[ordinal],
                 )
                 for ordinal, c in enumerate(write.chunks)
             ],
+        )
+
+    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
+        rows = self._conn.execute(
+            "SELECT text_hash, text FROM chunks WHERE vector IS NULL ORDER BY id LIMIT ?",
+            (limit,),
+        )
+        return list(dict(rows.fetchall()).items())
+
+    def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
+        """Give the chunks without a vector of each text hash their vector; returns how many."""
+        assert len(hashes) == len(vectors)
+        rows = np.ascontiguousarray(vectors, dtype="<f4")
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "UPDATE chunks SET vector = ? WHERE text_hash = ? AND vector IS NULL",
+                [(row.tobytes(), h) for row, h in zip(rows, hashes, strict=True)],
+            )
+            return conn.total_changes - before
+
+    def pending_count(self) -> int:
+        """Chunks still waiting for their vector."""
+        return int(
+            self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
         )
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
@@ -293,7 +333,12 @@ class SqliteStore:
 
     def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""
-        return _chunk_ids(self._conn)
+        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        return _vector_ids(self._conn)
 
     def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
@@ -384,9 +429,9 @@ class _VectorReader:
         """The store's write counter."""
         return _generation(self._conn)
 
-    def chunk_ids(self) -> IdArray:
-        """All chunk ids, ascending."""
-        return _chunk_ids(self._conn)
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        return _vector_ids(self._conn)
 
     def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
@@ -402,14 +447,15 @@ def _generation(conn: sqlite3.Connection) -> int:
     return 0 if row is None else int(row[0])
 
 
-def _chunk_ids(conn: sqlite3.Connection) -> IdArray:
-    rows = conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+def _vector_ids(conn: sqlite3.Connection) -> IdArray:
+    rows = conn.execute("SELECT id FROM chunks WHERE vector IS NOT NULL ORDER BY id").fetchall()
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
 
 def _vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
     rows = conn.execute(
-        "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
+        "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
+        (min_id,),
     ).fetchall()
     if rows:
         dim = len(rows[0][2]) // 4
@@ -420,6 +466,21 @@ def _vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, F
     file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
     matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
     return ids, file_ids, matrix.astype(np.float32, copy=False)
+
+
+def _stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, bytes]:
+    """text hash → a stored vector of that text, for the hashes that have one."""
+    found: dict[str, bytes] = {}
+    unique = list(set(hashes))
+    for start in range(0, len(unique), 500):  # below SQLite's bound-parameter limit
+        part = unique[start : start + 500]
+        rows = conn.execute(
+            "SELECT text_hash, vector FROM chunks WHERE vector IS NOT NULL"
+            f" AND text_hash IN ({','.join('?' * len(part))})",
+            part,
+        )
+        found.update(rows.fetchall())
+    return found
 
 
 def _delete_files(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:

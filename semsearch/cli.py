@@ -237,6 +237,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"folders       {len(status.folders)}")
     print(f"files         {status.files}")
     print(f"chunks        {status.chunks}")
+    if status.chunks_pending:
+        print(f"pending       {status.chunks_pending} chunks waiting for vectors")
     for folder in status.folders:
         missing = "" if Path(folder.path).is_dir() else "  (missing on disk)"
         print(

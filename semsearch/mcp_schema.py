@@ -141,6 +141,8 @@ class IndexOutput(TypedDict):
     filesSkipped: int
     filesDeleted: int
     chunksWritten: int
+    chunksEmbedded: int
+    chunksPending: int
     errors: int
     truncated: bool
     seconds: float

@@ -40,7 +40,7 @@ from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 FLUSH_CHUNKS = 256  # chunks per first-pass write
 EMBED_BATCH = 1024  # distinct texts per second-pass embedding call
 
-Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted"]
+Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedded"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class Problem:
 
 @dataclass(frozen=True)
 class FileEvent:
-    """Progress: one file handled (``done`` of ``total`` in the folder)."""
+    """Progress: one file handled (``done`` of ``total`` in the folder), or, with action
+    ``embedded``, one batch of vectors (see :meth:`Indexer.embed_pending`)."""
 
     folder: str
     rel: str
@@ -131,9 +132,10 @@ class Indexer:
         self._has_model = False  # the store has recorded this embedder's model
         self.embedded = 0  # texts embedded by this indexer
 
-    def embed_pending(self, on_batch: Callable[[int, int], None] | None = None) -> int:
+    def embed_pending(self) -> int:
         """The second pass: embed the chunks of the index that have no vector; returns texts
-        embedded. ``on_batch(embedded, pending)`` follows each batch."""
+        embedded. Each batch is one ``embedded`` event: ``done`` texts embedded of ``total``
+        (done + still pending), folder ``vectors``."""
         embedded = 0
         while batch := self._store.pending_texts(EMBED_BATCH):
             hashes, texts = zip(*batch, strict=True)
@@ -143,8 +145,12 @@ class Indexer:
                 break  # nothing took them (cannot happen with a consistent store): stop
             embedded += len(texts)
             self.embedded += len(texts)
-            if on_batch is not None:
-                on_batch(embedded, self._store.pending_count())
+            pending = self._store.pending_count()
+            total, detail = embedded + pending, f"{pending} chunks waiting for vectors"
+            where = f"{embedded} of {total}"
+            self._on_event(
+                FileEvent("vectors", where, "embedded", embedded, total, embedded, detail)
+            )
         return embedded
 
     def _ensure_model(self, text: str) -> None:

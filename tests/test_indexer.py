@@ -447,3 +447,16 @@ def test_a_branch_switch_re_embeds_only_chunks_whose_text_changed(
     changed = {row.text for row in all_chunks(index)} - before
     assert report.folders[0].indexed == 3 and 0 < len(changed) < report.total("chunks") / 2
     assert report.chunks_embedded == len(changed)
+
+
+def test_the_second_pass_reports_each_batch_after_every_file_event(
+    index: Index, folder: Path
+) -> None:
+    events: list[FileEvent] = []
+    report = index.update([folder], on_event=events.append)
+    actions = [event.action for event in events]
+    first_batch = actions.index("embedded")
+    assert first_batch == len(actions) - actions.count("embedded") and first_batch >= 3
+    last = events[-1]
+    assert (last.done, last.total, last.detail) == (2, 2, "0 chunks waiting for vectors")
+    assert report.chunks_embedded == 3  # one in the first pass, to learn the dimension

@@ -277,6 +277,24 @@ class Index:
         size, model, pending = store.size_bytes(), store.model(), store.pending_count()
         return Status(path, True, size, model, folders, changed, pending)
 
+    def pending_work(self) -> int:
+        """How much an ``update`` would do: files of the configured folders that are new, changed
+        (mtime or size) or gone since they were indexed, plus chunks still waiting for vectors;
+        0 when all is current. Lists the folders with the rules ``update`` uses; reads no file.
+        """
+        if not self.settings.store_path.exists():
+            return sum(len(listing.files) for listing in self.plan()) if self.settings.roots else 0
+        store = self._open()
+        indexed = {f.path: f for f in store.folders()}
+        changed = store.pending_count()
+        for root in self.settings.roots:
+            folder = indexed.get(str(root))
+            if folder is not None:
+                changed += self._changed(store, folder)
+            elif root.is_dir():
+                changed += len(list_files(root, ignore_settings(self.settings)).files)
+        return changed
+
     def _changed(self, store: Store, folder: Folder) -> int:
         root = Path(folder.path)
         if not root.is_dir():

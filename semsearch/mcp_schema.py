@@ -110,6 +110,9 @@ class SearchOutput(TypedDict):
 
     results: list[HitJson]
     truncated: Annotated[bool, Field(description="A text was cut at 4,000 characters")]
+    indexing: NotRequired[
+        Annotated[bool, Field(description="An index run is under way: recent changes may miss")]
+    ]
 
 
 class FolderJson(TypedDict):

@@ -42,7 +42,7 @@ from semsearch import __version__
 from semsearch.access import Locator
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import Embedder, OnnxEmbedder
-from semsearch.errors import SemsearchError
+from semsearch.errors import LockedError, SemsearchError
 from semsearch.folders import holding_folder, select_folders
 from semsearch.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
@@ -73,6 +73,8 @@ from semsearch.passage import gather_block, read_lines
 from semsearch.search import Hit
 
 logger = logging.getLogger("semsearch.mcp")
+INLINE_FILES = 20  # changed files search and gather index before answering; more: background
+INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
 
 INDEX_LOCK_WAIT = 10.0
 PROGRESS_INTERVAL = 0.25
@@ -108,6 +110,18 @@ def _failure(name: str, exc: Exception) -> CallToolResult:
     )
 
 
+def _update(writer: Index) -> None:
+    """A background index run (a thread); a run that cannot take the lock is skipped."""
+    try:
+        writer.update(wait_seconds=0)
+    except LockedError:
+        logger.info("another index run is writing; the background update was skipped")
+    except SemsearchError as exc:
+        logger.warning("background index update failed: %s", exc)
+    finally:
+        writer.close()
+
+
 def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
     """Turn exceptions into error results (a sync tool)."""
 
@@ -130,6 +144,7 @@ class Tools:
         self._embedders: dict[Path | None, Embedder] = {}
         self._reader: Index | None = None
         self._reader_key: tuple[Any, ...] = ()
+        self._updater: threading.Thread | None = None  # a background index run
 
     def settings(self) -> Settings:
         """The settings as they are now (the config file is small: read on every call)."""
@@ -151,6 +166,33 @@ class Tools:
             self._reader_key = key
         self._reader.settings = settings
         return self._reader
+
+    def _freshen(self, settings: Settings) -> bool:
+        """Bring an existing index up to date before a search; True while a run is under way.
+
+        Up to ``INLINE_FILES`` changed files are indexed before answering; more, or chunks
+        waiting for vectors, start a run in the background. A run another process holds the
+        write lock for (a CLI ``index``) is left alone: the answer is what is committed.
+        """
+        if not settings.auto_index or not settings.store_path.exists():
+            return False
+        if self._updater is not None and self._updater.is_alive():
+            return True
+        with self._lock:
+            index = self._index(settings)
+            work = index.pending_work()
+            if work == 0:
+                return False
+            if work <= INLINE_FILES:
+                try:
+                    index.update(wait_seconds=0)
+                    return False
+                except LockedError:
+                    return True
+            writer = Index(settings, embedder=self._embedder(settings))
+        self._updater = threading.Thread(target=_update, args=(writer,), daemon=True)
+        self._updater.start()
+        return True
 
     def _search(
         self, settings: Settings, query: str, k: int | None, folder: str | None, glob: str | None
@@ -174,10 +216,12 @@ class Tools:
         Returns the best chunks with their absolute path, folder, relative path, 1-based
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         """
-        hits = self._search(self.settings(), query, k, folder, pathGlob)
+        settings = self.settings()
+        indexing = self._freshen(settings)
+        hits = self._search(settings, query, k, folder, pathGlob)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
-        return _json({"results": results, "truncated": cut})
+        return _json({"results": results, "truncated": cut, "indexing": indexing})
 
     @_reported
     def gather(
@@ -197,9 +241,11 @@ class Tools:
         PDF/DOCX, nor when the file changed since it was indexed). At most 256 KiB.
         """
         settings = self.settings()
+        indexing = self._freshen(settings)
         hits = self._search(settings, query, k, folder, pathGlob)
         locator = Locator(settings.roots, ignore_settings(settings))
-        return _text(gather_block(hits, contextLines or 0, locator))
+        block = gather_block(hits, contextLines or 0, locator)
+        return _text((INDEXING_NOTE if indexing else "") + block)
 
     @_reported
     def list_folders(self) -> Annotated[CallToolResult, FoldersOutput]:

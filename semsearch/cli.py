@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--dry-run", action="store_true", help="list what would be indexed")
     index.add_argument("--json", action="store_true", help="print a JSON summary")
     index.add_argument("-v", "--verbose", action="store_true", help="one line per file")
+    index.add_argument(
+        "--watch", action="store_true", help="keep indexing changes until interrupted"
+    )
     search = sub.add_parser("search", help="search the index")
     search.add_argument("query", nargs="+")
     search.add_argument("-k", "--top-k", type=_positive, metavar="N", dest="k")
@@ -259,6 +262,8 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     if args.dry_run:
         return _dry_run(index, roots, args.json)
     progress = _Progress(sys.stderr, args.verbose)
+    if args.watch:
+        return _watch(index, roots, progress, args.json)
     try:
         report = index.update(roots, force=args.force, max_files=args.max_files, on_event=progress)
     finally:
@@ -269,6 +274,27 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _print_report(report)
     return EXIT_FAIL if report.failed else EXIT_OK
+
+
+def _watch(index: Index, roots: list[Path] | None, progress: _Progress, as_json: bool) -> int:
+    """``index --watch``: a report per run (one JSON line each with --json) until Ctrl-C."""
+
+    def report(done: IndexReport) -> None:
+        progress.clear()
+        if as_json:
+            print(json.dumps(done.as_json()), flush=True)
+        else:
+            _print_report(done)
+            sys.stdout.flush()
+
+    try:
+        index.watch(roots, on_report=report, on_event=progress)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        progress.clear()
+        index.close()
+    return EXIT_OK
 
 
 def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:

@@ -14,6 +14,7 @@ The CLI and the MCP server are thin adapters over this class::
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -200,6 +201,26 @@ class Index:
         seconds = time.monotonic() - started
         return IndexReport(tuple(reports), seconds, indexer.embedded, pending)
 
+    def watch(
+        self,
+        roots: Sequence[str | Path] | None = None,
+        *,
+        interval: float = 2.0,
+        stop: threading.Event | None = None,
+        on_report: Callable[[IndexReport], None] | None = None,
+        on_event: Callable[[FileEvent], None] | None = None,
+    ) -> None:
+        """Index the folders, then again whenever :meth:`pending_work` finds something, checking
+        every ``interval`` seconds, until ``stop`` is set (or the caller is interrupted)."""
+        chosen = self._roots(roots)
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            report = self.update(chosen, on_event=on_event)
+            if on_report is not None:
+                on_report(report)
+            while not stop.wait(interval) and not self.pending_work(chosen):
+                pass
+
     def _indexer_settings(self) -> IndexerSettings:
         s = self.settings
         return IndexerSettings(
@@ -277,17 +298,19 @@ class Index:
         size, model, pending = store.size_bytes(), store.model(), store.pending_count()
         return Status(path, True, size, model, folders, changed, pending)
 
-    def pending_work(self) -> int:
-        """How much an ``update`` would do: files of the configured folders that are new, changed
-        (mtime or size) or gone since they were indexed, plus chunks still waiting for vectors;
-        0 when all is current. Lists the folders with the rules ``update`` uses; reads no file.
+    def pending_work(self, roots: Sequence[str | Path] | None = None) -> int:
+        """How much an ``update`` would do: files of the folders (default: the configured ones)
+        that are new, changed (mtime or size) or gone since they were indexed, plus chunks still
+        waiting for vectors; 0 when all is current. Lists the folders with the rules ``update``
+        uses; reads no file.
         """
+        chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
         if not self.settings.store_path.exists():
-            return sum(len(listing.files) for listing in self.plan()) if self.settings.roots else 0
+            return sum(len(listing.files) for listing in self.plan(chosen)) if chosen else 0
         store = self._open()
         indexed = {f.path: f for f in store.folders()}
         changed = store.pending_count()
-        for root in self.settings.roots:
+        for root in chosen:
             folder = indexed.get(str(root))
             if folder is not None:
                 changed += self._changed(store, folder)

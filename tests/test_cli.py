@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -243,3 +244,24 @@ def test_search_folder_refuses_an_ambiguous_name(
         )
         assert code == 0, err
         assert [hit["relPath"] for hit in json.loads(out)] == [expected]
+
+
+def test_index_watch_reports_each_run_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    notes = write_tree(tmp_path / "notes", {"a.md": "alpha apples\n"})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "index", "--watch", "--json", str(notes)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert child.stdout is not None
+    try:
+        assert json.loads(child.stdout.readline())["filesIndexed"] == 1
+        (notes / "b.md").write_text("beta bananas\n")
+        second = json.loads(child.stdout.readline())
+        assert (second["filesIndexed"], second["filesUnchanged"]) == (1, 1)
+    finally:
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=60)
+    assert child.returncode == 0

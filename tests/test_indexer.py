@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -460,3 +461,29 @@ def test_the_second_pass_reports_each_batch_after_every_file_event(
     last = events[-1]
     assert (last.done, last.total, last.detail) == (2, 2, "0 chunks waiting for vectors")
     assert report.chunks_embedded == 3  # one in the first pass, to learn the dimension
+
+
+def test_watch_indexes_again_when_a_file_changes_until_stopped(index: Index, folder: Path) -> None:
+    reports: list[Any] = []
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=index.watch,
+        args=([folder],),
+        kwargs={"interval": 0.05, "stop": stop, "on_report": reports.append},
+    )
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not reports:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        (folder / "d.md").write_text("delta dates and durians\n")
+        while len(reports) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+    assert not watcher.is_alive()
+    assert [r.total("indexed") for r in reports[:2]] == [3, 1]
+    assert rels(index, "durians")[0] == "d.md"

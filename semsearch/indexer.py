@@ -38,7 +38,7 @@ from semsearch.listing import FileEntry, Listing, list_files
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 
 FLUSH_CHUNKS = 256  # chunks per first-pass write
-EMBED_BATCH = 1024  # distinct texts per second-pass embedding call
+EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
 
 Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedded"]
 
@@ -154,11 +154,10 @@ class Indexer:
         return embedded
 
     def _ensure_model(self, text: str) -> None:
-        """Record the model before the first chunks are written: LanceDB needs the dimension.
-
-        One chunk is embedded to learn it, and keeps its vector.
+        """Record the model before the first chunks are written if the store needs it (LanceDB:
+        the dimension is in its schema). One chunk is embedded to learn it, and keeps its vector.
         """
-        if self._has_model:
+        if self._has_model or not self._store.needs_model_first:
             return
         stored = self._store.model()
         if stored is None or stored[0] != self._embedder.model_id:

@@ -118,6 +118,7 @@ class Store(Protocol):
     """
 
     path: Path  # where the index lives, for messages
+    needs_model_first: bool  # chunks can be written only after set_model (LanceDB's schema)
 
     def generation(self) -> int:
         """A number that changes with every committed write, by any process, and never repeats.

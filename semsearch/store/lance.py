@@ -92,6 +92,8 @@ ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 class LanceStore(VectorColumns):
     """The LanceDB index folder (see the module docstring for the format)."""
 
+    needs_model_first = True  # the chunks table's schema holds the vector dimension
+
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
         if not create and not (path / "meta.lance").exists():

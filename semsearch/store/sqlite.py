@@ -76,6 +76,8 @@ BM25_WEIGHTS = "1.0, 0.5, 0.5"  # BM25 weights of chunks_fts's text, terms, defi
 class SqliteStore:
     """The single-file SQLite index (see the module docstring for the format)."""
 
+    needs_model_first = False  # chunks without vectors need no dimension
+
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
         if not create and not path.exists():

@@ -8,7 +8,8 @@ Part 1 indexes a copy of the corpus from scratch in a child process, as ``semsea
 every file is then committed with its text and FTS terms) as a fraction of the run's wall time,
 and the child's peak RSS. Part 2, in this process, edits one line in the middle of the corpus's
 longest file, and then changes 5 % of the lines of the whole copy (a synthetic branch switch:
-every 20th line of every text file rewritten), and counts ``chunksEmbedded`` of each run.
+hunks of 10 consecutive lines rewritten at random places, seed 0, as a diff between branches
+looks), and counts ``chunksEmbedded`` of each run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import shutil
 import subprocess
@@ -91,29 +93,41 @@ def main() -> int:
     fresh = json.loads(out.read_text(encoding="utf-8"))
     longest = max(text_files(copy), key=lambda p: len(p.read_text(errors="replace").splitlines()))
     lines = longest.read_text(errors="replace").splitlines()
+    longest_lines = len(lines)
     lines[len(lines) // 2] += "  # edited"
     longest.write_text("\n".join(lines) + "\n")
     edit = index_json(work, copy)
-    changed = total = 0
-    for path in text_files(copy):
-        lines = path.read_text(errors="replace").splitlines()
-        for n in range(10, len(lines), 20):
-            lines[n] = f"# branch change {n}: " + lines[n]
-            changed += 1
-        total += len(lines)
-        path.write_text("\n".join(lines) + "\n")
+    changed, total = branch_change(text_files(copy), share=0.05, hunk=10)
     branch = index_json(work, copy)
     figures = {
         "machine": machine(),
         "fresh": fresh,
         "searchable_fraction": fresh["first_pass_s"] / fresh["update_s"],
-        "edit": {"file": longest.name, "lines": len(lines), **_counts(edit)},
+        "edit": {"file": longest.name, "lines": longest_lines, **_counts(edit)},
         "branch": {"lines_changed": changed, "lines": total, **_counts(branch)},
     }
     print(json.dumps(figures, indent=2))
     if args.json:
         write_json(args.json, figures)
     return 0
+
+
+def branch_change(paths: list[Path], share: float, hunk: int) -> tuple[int, int]:
+    """Rewrite ``share`` of all lines in hunks of ``hunk`` lines at random places (seed 0);
+    returns (lines changed, lines)."""
+    texts = {p: p.read_text(errors="replace").splitlines() for p in paths}
+    places = [(p, n) for p, lines in texts.items() for n in range(0, len(lines), hunk)]
+    total = sum(len(lines) for lines in texts.values())
+    chosen = random.Random(0).sample(places, round(total * share / hunk))
+    changed = 0
+    for path, start in chosen:
+        lines = texts[path]
+        for n in range(start, min(start + hunk, len(lines))):
+            lines[n] = f"# branch change {n}: " + lines[n]
+            changed += 1
+    for path, lines in texts.items():
+        path.write_text("\n".join(lines) + "\n")
+    return changed, total
 
 
 def _counts(summary: dict[str, Any]) -> dict[str, Any]:

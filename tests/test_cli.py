@@ -15,6 +15,7 @@ from semsearch.cli import main
 from semsearch.config import load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.index import Index
+from semsearch.store import ChunkRecord, FileWrite, open_store
 from tests.conftest import write_tree
 
 
@@ -265,3 +266,16 @@ def test_index_watch_reports_each_run_and_stops_cleanly_on_ctrl_c(tmp_path: Path
         child.send_signal(signal.SIGINT)
         child.communicate(timeout=60)
     assert child.returncode == 0
+
+
+def test_status_shows_chunks_waiting_for_vectors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    settings = load_settings(os.environ)
+    store = open_store(settings.store_backend, settings.store_path, create=True)
+    folder = store.ensure_folder(str(tmp_path), "t")
+    chunks = (ChunkRecord(1, 1, 0, 5, None, "alpha"), ChunkRecord(2, 2, 6, 10, None, "beta"))
+    store.write_files([FileWrite(folder, "a.md", 1, 10, "sha", "ok", "text", chunks)])
+    store.close()
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "pending       2 chunks waiting for vectors" in out

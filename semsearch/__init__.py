@@ -56,10 +56,10 @@ _ERRORS = (
 )
 _HOMES: dict[str, str] = {  # where each public name is defined
     "Index": "semsearch.index",
-    "IndexReport": "semsearch.index",
-    "Status": "semsearch.index",
+    "IndexReport": "semsearch.reports",
+    "Status": "semsearch.reports",
     "FolderPlan": "semsearch.plan",
-    "FolderStatus": "semsearch.index",
+    "FolderStatus": "semsearch.reports",
     "FolderReport": "semsearch.indexer",
     "FileEvent": "semsearch.indexer",
     "Listing": "semsearch.listing",
@@ -92,10 +92,11 @@ if TYPE_CHECKING:
         UsageError,
     )
     from semsearch.folders import FolderInfo, resolve_folder
-    from semsearch.index import FolderStatus, Index, IndexReport, Status
+    from semsearch.index import Index
     from semsearch.indexer import FileEvent, FolderReport
     from semsearch.listing import Listing
     from semsearch.plan import FolderPlan
+    from semsearch.reports import FolderStatus, IndexReport, Status
     from semsearch.search import Hit
 
 

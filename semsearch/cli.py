@@ -24,6 +24,7 @@ from semsearch.folders import resolve_folder
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.embedder import Embedder
     from semsearch.index import Index
+    from semsearch.reports import IndexReport
     from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--json", action="store_true", help="print a JSON summary")
     index.add_argument(
         "-v", "--verbose", action="store_true", help="one line per file, with skip reasons"
+    )
+    index.add_argument(
+        "--watch", action="store_true", help="keep indexing changes until interrupted"
     )
     search = sub.add_parser("search", help="search the index")
     search.add_argument("query", nargs="+", help="what to look for, in plain words or names")
@@ -319,6 +323,8 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     if args.dry_run:
         return _dry_run(index, roots, args.json)
     progress = Progress(sys.stderr, args.verbose, show_errors=args.json)
+    if args.watch:
+        return _watch(index, roots, progress, args.json)
     try:
         report = index.update(
             roots,
@@ -349,6 +355,27 @@ def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
         )
 
     return say
+
+
+def _watch(index: Index, roots: list[Path] | None, progress: Progress, as_json: bool) -> int:
+    """``index --watch``: a report per run (one JSON line each with --json) until Ctrl-C."""
+
+    def report(done: IndexReport) -> None:
+        progress.clear()
+        if as_json:
+            print(json.dumps(done.as_json()), flush=True)
+        else:
+            print_report(done)
+            sys.stdout.flush()
+
+    try:
+        index.watch(roots, on_report=report, on_event=progress)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        progress.clear()
+        index.close()
+    return EXIT_OK
 
 
 def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:

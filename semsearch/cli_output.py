@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cli.cmd_search)
-    from semsearch.index import IndexReport, Status
     from semsearch.indexer import FileEvent
     from semsearch.plan import FolderPlan
+    from semsearch.reports import IndexReport, Status
     from semsearch.search import Hit
 
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
@@ -107,6 +107,8 @@ def print_status(status: Status) -> None:
         print(f"skipped       {status.skipped}")
         print(f"errors        {status.errors}")
         print(f"chunks        {status.chunks}")
+        if status.chunks_pending:
+            print(f"pending       {status.chunks_pending} chunks waiting for vectors")
     for row in status.folders:
         info = row.info
         missing = "" if Path(info.path).is_dir() else "  (missing on disk)"

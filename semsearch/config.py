@@ -62,6 +62,7 @@ class Settings:
     store_backend: str = "sqlite"
     allow_secret_patterns: tuple[str, ...] = ()
     index_kinds: frozenset[str] = frozenset()
+    auto_index: bool = True  # the MCP server updates the index before search and gather
 
     @property
     def default_mode(self) -> Mode:
@@ -227,6 +228,10 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         values["model_dir"] = path.parent / Path(model_dir).expanduser()
     if "storeBackend" in data:
         values["store_backend"] = _expect(path, "storeBackend", data["storeBackend"], str, "text")
+    if "mcpAutoIndex" in data:
+        values["auto_index"] = _expect(
+            path, "mcpAutoIndex", data["mcpAutoIndex"], bool, "true/false"
+        )
     return values
 
 
@@ -267,6 +272,8 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         values["model_dir"] = Path(env["SS_MODEL_DIR"]).expanduser()
     if env.get("SS_STORE_BACKEND"):
         values["store_backend"] = env["SS_STORE_BACKEND"]
+    if env.get("SS_MCP_AUTO_INDEX"):
+        values["auto_index"] = env["SS_MCP_AUTO_INDEX"].strip().lower() not in ("0", "false", "no")
     _check_backend(values.get("store_backend", "sqlite"), config_path)
     return Settings(
         config_path=config_path,

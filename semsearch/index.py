@@ -13,11 +13,11 @@ The CLI and the MCP server are thin adapters over this class::
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from semsearch.chunking import ChunkSettings
 from semsearch.config import (
@@ -48,6 +48,7 @@ from semsearch.indexer import (
 )
 from semsearch.listing import list_files
 from semsearch.plan import FolderPlan, is_same, plan_folder
+from semsearch.reports import FolderStatus, IndexReport, MoveReport, Status
 from semsearch.search import Hit, SearchOptions, search
 from semsearch.store import (
     FileState,
@@ -58,110 +59,6 @@ from semsearch.store import (
     open_store,
     write_lock,
 )
-
-
-@dataclass(frozen=True)
-class IndexReport:
-    """What an index run did, per folder and in total."""
-
-    folders: tuple[FolderReport, ...]
-    seconds: float
-
-    @property
-    def failed(self) -> bool:
-        """True when a folder could not be indexed at all, or a file had an error."""
-        return any(f.failed or f.problems for f in self.folders)
-
-    def total(self, field_name: str) -> int:
-        """Sum of one counter over folders."""
-        return sum(int(getattr(folder, field_name)) for folder in self.folders)
-
-    def as_json(self) -> dict[str, Any]:
-        """Machine-readable summary (``index --json`` and the MCP ``index`` tool)."""
-        return {
-            "filesIndexed": self.total("indexed"),
-            "filesUnchanged": self.total("unchanged"),
-            "filesSkipped": self.total("skipped"),
-            "filesDeleted": self.total("deleted"),
-            "chunksWritten": self.total("chunks"),
-            "errors": sum(len(f.problems) for f in self.folders),
-            "truncated": any(f.truncated for f in self.folders),
-            "seconds": round(self.seconds, 3),
-            "folders": [
-                {
-                    "path": f.path,
-                    "name": f.name,
-                    "mode": f.mode,
-                    "failed": f.failed,
-                    "indexed": f.indexed,
-                    "unchanged": f.unchanged,
-                    "skipped": f.skipped,
-                    "deleted": f.deleted,
-                    "chunks": f.chunks,
-                    "truncated": f.truncated,
-                    "problems": [{"path": p.path, "reason": p.reason} for p in f.problems],
-                    "warnings": list(f.warnings),
-                }
-                for f in self.folders
-            ],
-        }
-
-
-@dataclass(frozen=True)
-class FolderStatus:
-    """One folder of :meth:`Index.status`: its index counts and how its files stand now.
-
-    ``skipped`` and ``errors`` count as an index run does (see :class:`FolderPlan`); with
-    ``count_changes=False`` they and ``changed`` are 0.
-    """
-
-    info: FolderInfo
-    is_indexed: bool  # in the index (an index run has started on it)
-    changed: int = 0  # files new, changed or gone since the last run
-    skipped: int = 0
-    errors: int = 0
-
-
-@dataclass(frozen=True)
-class Status:
-    """The index at a glance; ``folders`` are the configured ones, then those only indexed."""
-
-    index_path: Path
-    exists: bool
-    size_bytes: int
-    model: tuple[str, int] | None
-    folders: tuple[FolderStatus, ...]
-
-    @property
-    def files(self) -> int:
-        """Indexed files with chunks."""
-        return sum(f.info.files for f in self.folders)
-
-    @property
-    def chunks(self) -> int:
-        """Stored chunks."""
-        return sum(f.info.chunks for f in self.folders)
-
-    @property
-    def skipped(self) -> int:
-        """Files left out, as the last index run counted them."""
-        return sum(f.skipped for f in self.folders)
-
-    @property
-    def errors(self) -> int:
-        """Files or folders that failed, as the last index run counted them."""
-        return sum(f.errors for f in self.folders)
-
-
-@dataclass(frozen=True)
-class MoveReport:
-    """What :meth:`Index.move` did."""
-
-    old: Path
-    new: Path
-    files: int  # indexed files that now belong to ``new``, kept without re-embedding
-    is_configured: bool  # ``new`` is in the config now
-    was_rewritten: bool  # ``old`` was configured and its entry became ``new``
 
 
 def _absorb(store: Store, outers: Sequence[Path]) -> None:
@@ -288,8 +185,31 @@ class Index:
                     reports.append(FolderReport(str(root), root.name, "", truncated=True))
                     continue
                 reports.append(indexer.index_folder(root, force=force, max_files=left))
+            indexer.embed_pending()
             store.maintain()
-        return IndexReport(tuple(reports), time.monotonic() - started)
+            pending = store.pending_count()
+        seconds = time.monotonic() - started
+        return IndexReport(tuple(reports), seconds, indexer.embedded, pending)
+
+    def watch(
+        self,
+        roots: Sequence[str | Path] | None = None,
+        *,
+        interval: float = 2.0,
+        stop: threading.Event | None = None,
+        on_report: Callable[[IndexReport], None] | None = None,
+        on_event: Callable[[FileEvent], None] | None = None,
+    ) -> None:
+        """Index the folders, then again whenever :meth:`pending_work` finds something, checking
+        every ``interval`` seconds, until ``stop`` is set (or the caller is interrupted)."""
+        chosen = self._roots(roots)
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            report = self.update(chosen, on_event=on_event)
+            if on_report is not None:
+                on_report(report)
+            while not stop.wait(interval) and not self.pending_work(chosen):
+                pass
 
     def _indexer_settings(self) -> IndexerSettings:
         s = self.settings
@@ -356,6 +276,27 @@ class Index:
             purged = store.remove_folder(str(root))
             store.maintain()
             return purged
+
+    def pending_work(self, roots: Sequence[str | Path] | None = None) -> int:
+        """How much an ``update`` would do: files of the folders (default: the configured ones)
+        that are new, changed (mtime or size) or gone since they were indexed, plus chunks still
+        waiting for vectors; 0 when all is current. Lists the folders with the rules ``update``
+        uses; reads no file.
+        """
+        chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
+        if not self.settings.store_path.exists():
+            return sum(len(listing.files) for listing in self.plan(chosen)) if chosen else 0
+        store = self._open()
+        indexed = {f.path: f for f in self._indexed_folders()}
+        changed = store.pending_count()
+        for root in chosen:
+            folder = indexed.get(str(root))
+            if folder is not None:
+                info = FolderInfo(folder.name, root, True, folder.files, folder.chunks, None)
+                changed += self._folder_status(info, folder).changed
+            elif root.is_dir():
+                changed += len(list_files(root, ignore_settings(self.settings)).files)
+        return changed
 
     def add(
         self, paths: Sequence[str], cwd: Path | None = None, wait_seconds: float = 600.0
@@ -452,7 +393,8 @@ class Index:
         if not exists:
             return Status(path, False, 0, None, tuple(rows))
         store = self._open()
-        return Status(path, True, store.size_bytes(), store.model(), tuple(rows))
+        size, model, pending = store.size_bytes(), store.model(), store.pending_count()
+        return Status(path, True, size, model, tuple(rows), pending)
 
     def _folder_status(self, info: FolderInfo, folder: Folder) -> FolderStatus:
         root = Path(folder.path)

@@ -1,10 +1,17 @@
-"""Incremental indexing of one folder: list → read → extract → chunk → embed → write.
+"""Incremental indexing in two passes: list → read → extract → chunk → write, then embed.
 
-A file whose mtime and size are unchanged is skipped without being read. A changed mtime with the
-same sha256 only updates the stored mtime. Otherwise the file's row and chunks are replaced in one
-transaction. Files that became empty, binary, too large or unreadable lose their chunks; files gone
-from disk are pruned. Chunks from many files are embedded together (full batches for many small
-files), and pending work is flushed every ``FLUSH_CHUNKS`` chunks so memory stays bounded.
+The first pass (:meth:`Indexer.index_folder`) makes every file it reads searchable by the
+lexical arms: a file whose mtime and size are unchanged is skipped without being read, a changed
+mtime with the same sha256 only updates the stored mtime, and otherwise the file's row and chunks
+(text, FTS terms, definitions) are replaced in one transaction, written every ``FLUSH_CHUNKS``
+chunks. Chunks whose text is stored already (anywhere in the index) take that chunk's vector;
+the rest are left without one. Files that became empty, binary, too large or unreadable lose
+their chunks; files gone from disk are pruned.
+
+The second pass (:meth:`Indexer.embed_pending`) reads the texts of chunks still without a vector
+back from the store, ``EMBED_BATCH`` distinct texts at a time, embeds each once and stores the
+vector on every chunk of that text. What a killed run left pending is found by the store, so the
+next run embeds only that. Memory stays bounded by one batch in either pass.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ import hashlib
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+import numpy as np
 
 from semsearch.access import read_file_bytes
 from semsearch.chunking import ChunkSettings, chunk_text
@@ -26,11 +35,12 @@ from semsearch.extract import Extracted, extract, page_at
 from semsearch.filetype import is_binary_content
 from semsearch.ignore import IgnoreSettings
 from semsearch.listing import FileEntry, Listing, list_files
-from semsearch.store import ChunkRecord, FileState, FileWrite, Store
+from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 
-FLUSH_CHUNKS = 256
+FLUSH_CHUNKS = 256  # chunks per first-pass write
+EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
 
-Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted"]
+Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedded"]
 
 # Why a file unchanged since the run that skipped it is skipped again (by its stored status).
 STORED_SKIP_REASONS = {
@@ -50,7 +60,8 @@ class Problem:
 
 @dataclass(frozen=True)
 class FileEvent:
-    """Progress: one file handled (``done`` of ``total`` in the folder)."""
+    """Progress: one file handled (``done`` of ``total`` in the folder), or, with action
+    ``embedded``, one batch of vectors (see :meth:`Indexer.embed_pending`)."""
 
     folder: str
     rel: str
@@ -128,6 +139,45 @@ class Indexer:
         self._embedder = embedder
         self._settings = settings
         self._on_event = on_event or (lambda event: None)
+        self._reuse = True
+        self._probe: tuple[str, np.ndarray[Any, Any]] | None = None  # text hash, its vector
+        self._has_model = False  # the store has recorded this embedder's model
+        self.embedded = 0  # texts embedded by this indexer
+
+    def embed_pending(self) -> int:
+        """The second pass: embed the chunks of the index that have no vector; returns texts
+        embedded. Each batch is one ``embedded`` event: ``done`` texts embedded of ``total``
+        (done + still pending), folder ``vectors``."""
+        embedded = 0
+        while batch := self._store.pending_texts(EMBED_BATCH):
+            hashes, texts = zip(*batch, strict=True)
+            vectors = self._embedder.embed(texts)
+            self._store.set_model(self._embedder.model_id, int(vectors.shape[1]))
+            if not self._store.set_vectors(hashes, vectors):
+                break  # nothing took them (cannot happen with a consistent store): stop
+            embedded += len(texts)
+            self.embedded += len(texts)
+            pending = self._store.pending_count()
+            total, detail = embedded + pending, f"{pending} chunks waiting for vectors"
+            where = f"{embedded} of {total}"
+            self._on_event(
+                FileEvent("vectors", where, "embedded", embedded, total, embedded, detail)
+            )
+        return embedded
+
+    def _ensure_model(self, text: str) -> None:
+        """Record the model before the first chunks are written if the store needs it (LanceDB:
+        the dimension is in its schema). One chunk is embedded to learn it, and keeps its vector.
+        """
+        if self._has_model or not self._store.needs_model_first:
+            return
+        stored = self._store.model()
+        if stored is None or stored[0] != self._embedder.model_id:
+            vector = self._embedder.embed([text])
+            self.embedded += 1
+            self._store.set_model(self._embedder.model_id, int(vector.shape[1]))
+            self._probe = (text_hash(text), vector)
+        self._has_model = True
 
     def index_folder(
         self, root: Path, *, force: bool = False, max_files: int | None = None
@@ -146,6 +196,7 @@ class Indexer:
                 problems=(Problem(str(root), reasons),),
                 seconds=_since(started),
             )
+        self._reuse = not force  # --force recomputes every vector it writes
         folder_id = self._store.ensure_folder(str(root), name)
         run = _Run(folder_id, listing, self._store.file_states(folder_id))
         run.problems.extend(Problem(str(root / p.rel), p.reason) for p in listing.errors)
@@ -286,17 +337,13 @@ class Indexer:
         if not run.pending:
             return
         writes = [write for write, _ in run.pending]
-        texts = [chunk.text for write in writes for chunk in write.chunks]
-        if texts:
-            vectors = self._embedder.embed(texts)
-            self._store.set_model(self._embedder.model_id, int(vectors.shape[1]))
-            writes, start = list(writes), 0
-            for position, write in enumerate(writes):
-                count = len(write.chunks)
-                if count:
-                    writes[position] = replace(write, vectors=vectors[start : start + count])
-                    start += count
-        self._store.write_files(writes)
+        first = next((w.chunks[0].text for w in writes if w.chunks), None)
+        if first is not None:
+            self._ensure_model(first)
+        self._store.write_files(writes, reuse=self._reuse)
+        if self._probe is not None:
+            self._store.set_vectors([self._probe[0]], self._probe[1])
+            self._probe = None
         for write in writes:
             if write.chunks:
                 run.indexed += 1

@@ -14,6 +14,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 SHOWN_CHARS = 60
@@ -82,3 +86,27 @@ def _shown(value: Any) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+class CheckedTool(Tool):
+    """A tool that answers bad arguments with one plain sentence each instead of pydantic's
+    report (the SDK's :meth:`Tool.run` turns a ``ValidationError`` into that report's text)."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
+    ) -> Any:
+        """Check the arguments, then run the tool as the SDK does."""
+        problems = unknown_arguments(self.name, self.parameters, arguments)
+        known = {
+            name: value
+            for name, value in arguments.items()
+            if name in self.parameters.get("properties", {})
+        }
+        try:
+            self.fn_metadata.validate_arguments(known)
+        except ValidationError as exc:
+            problems += argument_errors(self.parameters, exc.errors())
+        if problems:
+            text = TextContent(type="text", text=" ".join(problems))
+            return CallToolResult(content=[text], is_error=True)
+        return await super().run(arguments, context, convert_result)

@@ -122,6 +122,9 @@ class SearchOutput(TypedDict):
 
     results: list[HitJson]
     truncated: Annotated[bool, Field(description="A text was cut at 4,000 characters")]
+    indexing: NotRequired[
+        Annotated[bool, Field(description="An index run is under way: recent changes may miss")]
+    ]
 
 
 class PassageJson(TypedDict):
@@ -154,6 +157,9 @@ class GatherOutput(TypedDict):
     results: list[GatherHitJson]
     truncated: Annotated[
         bool, Field(description="The 256 KiB cap dropped results or cut the first one")
+    ]
+    indexing: NotRequired[
+        Annotated[bool, Field(description="An index run is under way: recent changes may miss")]
     ]
 
 
@@ -222,6 +228,8 @@ class IndexOutput(TypedDict):
     filesSkipped: int
     filesDeleted: int
     chunksWritten: int
+    chunksEmbedded: int
+    chunksPending: int
     errors: int
     truncated: bool
     seconds: float

@@ -37,19 +37,19 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from semsearch import __version__
 from semsearch.access import Locator
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import Embedder, OnnxEmbedder
-from semsearch.errors import SemsearchError
+from semsearch.errors import LockedError, SemsearchError
 from semsearch.folders import holding_folder, select_folders
 from semsearch.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
 from semsearch.indexer import FileEvent
-from semsearch.mcp_args import argument_errors, unknown_arguments
+from semsearch.mcp_args import CheckedTool
 from semsearch.mcp_schema import (
     HIT_TEXT_CHARS,
     MAX_GREP_RESULTS,
@@ -81,6 +81,8 @@ from semsearch.passage import gather, read_lines
 from semsearch.search import Hit
 
 logger = logging.getLogger("semsearch.mcp")
+INLINE_FILES = 20  # changed files search and gather index before answering; more: background
+INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
 
 INDEX_LOCK_WAIT = 10.0
 PROGRESS_INTERVAL = 0.25
@@ -119,6 +121,18 @@ def _failure(name: str, exc: Exception) -> CallToolResult:
     )
 
 
+def _update(writer: Index) -> None:
+    """A background index run (a thread); a run that cannot take the lock is skipped."""
+    try:
+        writer.update(wait_seconds=0)
+    except LockedError:
+        logger.info("another index run is writing; the background update was skipped")
+    except SemsearchError as exc:
+        logger.warning("background index update failed: %s", exc)
+    finally:
+        writer.close()
+
+
 def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
     """Turn exceptions into error results (a sync tool)."""
 
@@ -141,6 +155,7 @@ class Tools:
         self._embedders: dict[Path | None, Embedder] = {}
         self._reader: Index | None = None
         self._reader_key: tuple[Any, ...] = ()
+        self._updater: threading.Thread | None = None  # a background index run
 
     def close(self) -> None:
         """Close the reading index and wait for any model load (the server's shutdown)."""
@@ -172,6 +187,33 @@ class Tools:
         self._reader.settings = settings
         return self._reader
 
+    def _freshen(self, settings: Settings) -> bool:
+        """Bring an existing index up to date before a search; True while a run is under way.
+
+        Up to ``INLINE_FILES`` changed files are indexed before answering; more, or chunks
+        waiting for vectors, start a run in the background. A run another process holds the
+        write lock for (a CLI ``index``) is left alone: the answer is what is committed.
+        """
+        if not settings.auto_index or not settings.store_path.exists():
+            return False
+        if self._updater is not None and self._updater.is_alive():
+            return True
+        with self._lock:
+            index = self._index(settings)
+            work = index.pending_work()
+            if work == 0:
+                return False
+            if work <= INLINE_FILES:
+                try:
+                    index.update(wait_seconds=0)
+                    return False
+                except LockedError:
+                    return True
+            writer = Index(settings, embedder=self._embedder(settings))
+        self._updater = threading.Thread(target=_update, args=(writer,), daemon=True)
+        self._updater.start()
+        return True
+
     def _search(
         self, settings: Settings, query: str, k: int | None, folder: str | None, glob: str | None
     ) -> list[Hit]:
@@ -194,10 +236,12 @@ class Tools:
         Returns the best chunks with their absolute path, folder, relative path, 1-based
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         """
-        hits = self._search(self.settings(), query, k, folder, pathGlob)
+        settings = self.settings()
+        indexing = self._freshen(settings)
+        hits = self._search(settings, query, k, folder, pathGlob)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
-        return _json({"results": results, "truncated": cut})
+        return _json({"results": results, "truncated": cut, "indexing": indexing})
 
     @_reported
     def gather(
@@ -218,10 +262,12 @@ class Tools:
         structured content has the same results: each hit and the passage shown for it.
         """
         settings = self.settings()
+        indexing = self._freshen(settings)
         hits = self._search(settings, query, k, folder, pathGlob)
         locator = Locator(settings.roots, ignore_settings(settings))
         gathered = gather(hits, contextLines or 0, locator)
-        return _structured(gathered.text, gather_json(gathered))
+        payload = {**gather_json(gathered), "indexing": indexing}
+        return _structured((INDEXING_NOTE if indexing else "") + gathered.text, payload)
 
     @_reported
     def list_folders(self) -> Annotated[CallToolResult, FoldersOutput]:
@@ -391,29 +437,6 @@ def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:
     return _structured("\n".join(lines), grep_json(result))
 
 
-class _CheckedTool(Tool):
-    """A tool that answers bad arguments with one plain sentence each instead of pydantic's
-    report (the SDK's :meth:`Tool.run` turns a ``ValidationError`` into that report's text)."""
-
-    async def run(
-        self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
-    ) -> Any:
-        """Check the arguments, then run the tool as the SDK does."""
-        problems = unknown_arguments(self.name, self.parameters, arguments)
-        known = {
-            name: value
-            for name, value in arguments.items()
-            if name in self.parameters.get("properties", {})
-        }
-        try:
-            self.fn_metadata.validate_arguments(known)
-        except ValidationError as exc:
-            problems += argument_errors(self.parameters, exc.errors())
-        if problems:
-            return _text(" ".join(problems), is_error=True)
-        return await super().run(arguments, context, convert_result)
-
-
 TOOLS: tuple[tuple[str, str, bool], ...] = (
     ("search", "Semantic file search", True),
     ("gather", "Semantic search → formatted context block", True),
@@ -437,7 +460,7 @@ def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServe
             open_world_hint=False,
         )
         fn = getattr(tools, name)
-        tool = _CheckedTool.from_function(
+        tool = CheckedTool.from_function(
             fn,
             name=name,
             title=title,

@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from semsearch.config import load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.index import Index
 from semsearch.indexer import FileEvent
+from semsearch.store import ChunkRecord, FileWrite, open_store
 from tests.conftest import write_tree
 
 
@@ -574,3 +576,37 @@ def test_add_suggests_move_when_a_missing_folder_moved_here(
     code, out, err = run(capsys, "add", str(moved))
     assert (code, out) == (1, "")
     assert f"it looks like {project} moved here: run `semsearch move {project} {moved}`" in err
+
+
+def test_index_watch_reports_each_run_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    notes = write_tree(tmp_path / "notes", {"a.md": "alpha apples\n"})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "index", "--watch", "--json", str(notes)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert child.stdout is not None
+    try:
+        assert json.loads(child.stdout.readline())["filesIndexed"] == 1
+        (notes / "b.md").write_text("beta bananas\n")
+        second = json.loads(child.stdout.readline())
+        assert (second["filesIndexed"], second["filesUnchanged"]) == (1, 1)
+    finally:
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=60)
+    assert child.returncode == 0
+
+
+def test_status_shows_chunks_waiting_for_vectors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    settings = load_settings(os.environ)
+    store = open_store(settings.store_backend, settings.store_path, create=True)
+    folder = store.ensure_folder(str(tmp_path), "t")
+    chunks = (ChunkRecord(1, 1, 0, 5, None, "alpha"), ChunkRecord(2, 2, 6, 10, None, "beta"))
+    store.write_files([FileWrite(folder, "a.md", 1, 10, "sha", "ok", "text", chunks)])
+    store.close()
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "pending       2 chunks waiting for vectors" in out

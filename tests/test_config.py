@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,6 +91,7 @@ def test_config_file_values_and_env_override(
         ({"defaultTopK": 0}, "`defaultTopK` must be between 1 and 1000"),
         ({"defaultTopK": True}, "`defaultTopK` must be an integer"),
         ({"hybridSearch": "yes"}, "`hybridSearch` must be true/false"),
+        ({"mcpAutoIndex": 1}, "`mcpAutoIndex` must be true/false"),
         ({"defaultRoots": "/srv"}, "`defaultRoots` must be a list of strings"),
         ({"defaultRoots": [1]}, "`defaultRoots` must be a list of strings"),
         ({"chunk": {"hardTokenLimit": 300}}, "`chunk.hardTokenLimit` must be between 16 and 254"),
@@ -151,3 +153,27 @@ def test_roots_holding_compares_real_paths_innermost_first(tmp_path: Path) -> No
     assert roots_holding(roots, private / "secret.txt") == []
     assert roots_holding(roots, data / "escape" / "secret.txt") == []
     assert roots_holding(roots, f"{data}/sub/../../data-private/secret.txt") == []
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "expected"),
+    [
+        ({}, None, True),
+        ({"mcpAutoIndex": False}, None, False),
+        ({"mcpAutoIndex": False}, "1", True),
+        ({}, "0", False),
+        ({}, "false", False),
+        ({}, "no", False),
+    ],
+)
+def test_mcp_auto_index_from_config_and_env(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    config: dict[str, Any],
+    env: str | None,
+    expected: bool,
+) -> None:
+    monkeypatch.setenv("SS_CONFIG_PATH", str(write_config(tmp_path / "config.json", config)))
+    if env is not None:
+        monkeypatch.setenv("SS_MCP_AUTO_INDEX", env)
+    assert load_settings(os.environ).auto_index is expected

@@ -7,9 +7,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -275,3 +277,221 @@ def test_max_files_counts_files_read_across_folders(
 def test_max_files_below_one_is_a_usage_error(index: Index, folder: Path, bad: int) -> None:
     with pytest.raises(UsageError, match="max_files must be at least 1"):
         index.update([folder], max_files=bad)
+
+
+GATED_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from typing import Any
+from semsearch.config import load_settings
+from semsearch.embedder import HashEmbedder
+from semsearch.index import Index
+
+class Gate(HashEmbedder):
+    def embed(self, texts):
+        if len(texts) > 1:  # the second pass (the first embeds one text to learn the dimension)
+            Path(sys.argv[2]).touch()
+            while not Path(sys.argv[3]).exists():
+                time.sleep(0.05)
+        return super().embed(texts)
+
+report = Index(load_settings(os.environ), embedder=Gate()).update([sys.argv[1]])
+print(report.chunks_embedded, report.chunks_pending, flush=True)
+"""
+
+
+def start_gated_run(root: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """An index run in another process, stopped before its second pass; returns it and the
+    file that lets it go on."""
+    waiting, go = tmp_path / "waiting", tmp_path / "go"
+    child = subprocess.Popen(
+        [sys.executable, "-c", GATED_SCRIPT, str(root), str(waiting), str(go)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    deadline = time.monotonic() + 120
+    while not waiting.exists():
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    return child, go
+
+
+def probed(settings: Settings) -> int:
+    """Chunks embedded in the first pass of a fresh index: LanceDB needs the dimension first."""
+    return 1 if settings.store_backend == "lancedb" else 0
+
+
+def notes(count: int) -> dict[str, str]:
+    return {f"n{i:02}.md": f"# Note {i}\n\nword{i}unique about topic {i}\n" for i in range(count)}
+
+
+def test_a_search_during_an_index_run_finds_every_file_read_by_its_words(
+    settings: Settings, tmp_path: Path
+) -> None:
+    root = write_tree(tmp_path / "notes", notes(12))
+    child, go = start_gated_run(root, tmp_path)
+    reader = Index(settings, embedder=HashEmbedder())
+    try:
+        status = reader.status(count_changes=False)
+        waiting = 12 - probed(settings)
+        assert (status.files, status.chunks, status.chunks_pending) == (12, 12, waiting)
+        for i in range(12):
+            assert f"n{i:02}.md" in rels(reader, f"word{i}unique")  # hybrid, by its lexical arms
+            hits = reader.search(f"word{i}unique", mode="bm25")
+            assert [hit.rel for hit in hits] == [f"n{i:02}.md"]
+        assert len(reader.search("topic", mode="vector", k=20)) == probed(settings)
+    finally:
+        go.touch()
+        out, _ = child.communicate(timeout=120)
+    assert out.split() == ["12", "0"]
+    assert reader.status(count_changes=False).chunks_pending == 0
+    assert len(reader.search("topic", mode="vector", k=20)) == 12  # picked up as they came
+
+
+def test_a_run_killed_before_its_vectors_resumes_embedding_only_what_is_missing(
+    settings: Settings, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    root = write_tree(tmp_path / "notes", notes(12))
+    child, _ = start_gated_run(root, tmp_path)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    if settings.store_backend == "sqlite":
+        conn = sqlite3.connect(settings.index_path)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+    index = Index(settings, embedder=embedder)
+    waiting = 12 - probed(settings)
+    assert index.status(count_changes=False).chunks_pending == waiting
+    report = index.update([root])
+    assert (report.folders[0].indexed, report.folders[0].unchanged) == (0, 12)
+    assert (report.chunks_embedded, report.chunks_pending) == (waiting, 0)
+    assert embedder.embedded == waiting and report.as_json()["chunksEmbedded"] == waiting
+    assert len(index.search("topic", mode="vector", k=20)) == 12
+
+
+def long_file(lines: int, seed: str = "") -> list[str]:
+    """Paragraphs of three distinct lines and a blank line."""
+    return [
+        "" if n % 4 == 3 else f"line {n} {seed} " + " ".join(f"w{n}x{j}" for j in range(7))
+        for n in range(lines)
+    ]
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda lines: lines.__setitem__(500, lines[500] + " edited"),
+        lambda lines: lines.insert(0, "a new first line above everything"),
+        lambda lines: lines.__delitem__(700),
+    ],
+    ids=["edit", "insert-above", "delete"],
+)
+def test_a_one_line_change_in_a_long_file_re_embeds_only_nearby_chunks(
+    index: Index, tmp_path: Path, embedder: CountingEmbedder, change: Any
+) -> None:
+    lines = long_file(1000)
+    write_lines(tmp_path / "big" / "long.txt", lines)
+    first = index.update([tmp_path / "big"])
+    assert first.chunks_embedded == first.total("chunks") == embedder.embedded > 40
+    change(lines)
+    write_lines(tmp_path / "big" / "long.txt", lines)
+    report = index.update([tmp_path / "big"])
+    assert report.folders[0].indexed == 1 and report.total("chunks") > 40
+    assert 1 <= report.chunks_embedded <= 3
+    assert embedder.embedded == first.chunks_embedded + report.chunks_embedded
+
+
+def test_identical_chunk_text_is_embedded_once_per_run(
+    index: Index, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    header = "Licensed under the Apache License " + " ".join(f"clause{j}" for j in range(196))
+    files = {f"src/m{i}.py": f"# {header}\n\ndef f{i}():\n    return {i}\n" for i in range(20)}
+    files |= {f"licenses/copy{i}/LICENSE.txt": header + "\n" for i in range(5)}
+    report = index.update([write_tree(tmp_path / "proj", files)])
+    texts = {row.text for row in all_chunks(index)}
+    assert report.total("chunks") > len(texts)
+    assert report.chunks_embedded == embedder.embedded == len(texts)
+
+
+def all_chunks(index: Index) -> list[Any]:
+    store = open_store(index.settings.store_backend, index.settings.store_path)
+    rows = store.chunks([int(i) for i in store.chunk_ids()])
+    store.close()
+    return rows
+
+
+def git(root: Path, *args: str) -> None:
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", *identity, "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_a_branch_switch_re_embeds_only_chunks_whose_text_changed(
+    index: Index, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    root = tmp_path / "repo"
+    for n in range(20):
+        write_lines(root / f"pkg/mod{n}.txt", long_file(100, seed=f"m{n}"))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "main")
+    git(root, "checkout", "-qb", "feature")
+    (root / "moved").mkdir()
+    git(root, "mv", "pkg/mod0.txt", "moved/mod0.txt")  # a move: same text, new path
+    for n in (3, 11):  # 5 % of the lines: 100 of 2,000, in two files
+        lines = long_file(100, seed=f"m{n}")
+        write_lines(root / f"pkg/mod{n}.txt", [*lines[:50], *long_file(50, seed="feature")])
+    git(root, "commit", "-qam", "feature")
+    git(root, "checkout", "-q", "main")
+    index.update([root])
+    before = {row.text for row in all_chunks(index)}
+    git(root, "checkout", "-q", "feature")
+    report = index.update([root])
+    changed = {row.text for row in all_chunks(index)} - before
+    assert report.folders[0].indexed == 3 and 0 < len(changed) < report.total("chunks") / 2
+    assert report.chunks_embedded == len(changed)
+
+
+def test_the_second_pass_reports_each_batch_after_every_file_event(
+    index: Index, folder: Path, settings: Settings
+) -> None:
+    events: list[FileEvent] = []
+    report = index.update([folder], on_event=events.append)
+    actions = [event.action for event in events]
+    first_batch = actions.index("embedded")
+    assert first_batch == len(actions) - actions.count("embedded") and first_batch >= 3
+    last = events[-1]
+    second = 3 - probed(settings)
+    assert (last.done, last.total, last.detail) == (second, second, "0 chunks waiting for vectors")
+    assert report.chunks_embedded == 3
+
+
+def test_watch_indexes_again_when_a_file_changes_until_stopped(index: Index, folder: Path) -> None:
+    reports: list[Any] = []
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=index.watch,
+        args=([folder],),
+        kwargs={"interval": 0.05, "stop": stop, "on_report": reports.append},
+    )
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not reports:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        (folder / "d.md").write_text("delta dates and durians\n")
+        while len(reports) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+    assert not watcher.is_alive()
+    assert [r.total("indexed") for r in reports[:2]] == [3, 1]
+    assert rels(index, "durians")[0] == "d.md"

@@ -294,3 +294,44 @@ def test_chunks_before_the_model_is_recorded_are_refused(settings: Settings) -> 
     with pytest.raises(StoreError, match="before the model was recorded"):
         store.write_files(random_writes(folder, 1, 1, seed=1))
     assert store.file_states(folder) == {}
+
+
+def test_a_schema_1_chunks_table_gets_text_hashes_and_vector_flags(tmp_path: Path) -> None:
+    store = LanceStore(tmp_path / "lancedb", create=True)
+    store.set_model("model-a", 4)
+    folder = store.ensure_folder("/srv/a", "a")
+    chunks = (ChunkRecord(1, 1, 0, 5, None, "alpha"), ChunkRecord(2, 2, 6, 10, None, "beta"))
+    vectors = np.eye(4, dtype=np.float32)[:2]
+    store.write_files([FileWrite(folder, "x.md", 1, 10, "sha", "ok", "text", chunks, vectors)])
+    store._chunk_table().drop_columns(["text_hash", "has_vector"])  # as schema 1 wrote it
+    store._put_meta({"schema_version": "1"})
+    store.close()
+    reader = LanceStore(tmp_path / "lancedb")
+    assert reader.pending_count() == 0 and len(reader.vector_ids()) == 2  # readable as it is
+    store = LanceStore(tmp_path / "lancedb", create=True)
+    assert store.meta("schema_version") == str(lance.SCHEMA_VERSION) == "2"
+    assert store.pending_count() == 0 and len(store.vector_ids()) == 2
+    again = (ChunkRecord(1, 1, 0, 4, None, "beta"), ChunkRecord(2, 2, 5, 9, None, "new"))
+    store.write_files([FileWrite(folder, "y.md", 1, 10, "sha", "ok", "text", again)])
+    assert [text for _, text in store.pending_texts(10)] == ["new"]  # "beta" was hashed
+
+
+def test_the_ann_index_never_answers_with_chunks_still_waiting_for_vectors(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 400)
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(random_writes(folder, 50, 10, seed=1))
+    store.maintain()
+    assert store.has_ann()
+    texts = tuple(ChunkRecord(n, n, 0, 1, None, f"waiting {n}") for n in range(40))
+    store.write_files([FileWrite(folder, "new.md", 1, 10, "sha", "ok", "text", texts)])
+    store.maintain()  # the waiting chunks' zero vectors go into the index too: LanceDB's cosine
+    # distance to a zero vector is no number, and such rows are never returned
+    waiting = set(store.chunk_ids().tolist()) - set(store.vector_ids().tolist())
+    assert len(waiting) == 40 and store.pending_count() == 40
+    query = store.vectors(0)[2][0]
+    found = store.nearest(query, 600, None)
+    assert len(found) > 100 and not waiting & {cid for cid, _ in found}

@@ -147,8 +147,12 @@ def cli(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.fixture(scope="module")
 def client(world: dict[str, Path]) -> Iterator[Client]:
-    """The server, started once for the module, with the corpus folder configured."""
-    env = server_env(world["home"])
+    """The server, started once for the module, with the corpus folder configured.
+
+    It does not update the index before answering (SS_MCP_AUTO_INDEX=0): these tests change
+    files and look at answers from the index as the ``index`` tool left it.
+    """
+    env = {**server_env(world["home"]), "SS_MCP_AUTO_INDEX": "0"}
     subprocess.run(
         [sys.executable, "-m", "semsearch", "add", str(world["shop"])],
         env=env,
@@ -735,13 +739,14 @@ def test_gather_hits_and_passages_are_structured(
         "endLine": last,
         "text": "\n".join(lines[first - 1 : last]),
     }
-    assert payload == {"results": [expected], "truncated": False}
+    assert payload == {"results": [expected], "truncated": False, "indexing": False}
     assert f"```\n{expected['passage']['text']}\n```" in ok(client.call("gather", args))
     assert structured(
         client, "gather", {"query": "zzzz", "folder": "shop", "pathGlob": "*.nope"}
     ) == {
         "results": [],
         "truncated": False,
+        "indexing": False,
     }
 
 
@@ -814,3 +819,45 @@ def test_secret_and_gitignored_files_are_refused_and_never_grepped(world: dict[s
             assert not re.search(r"PLAIN-DOTENV|INSTANCE-CONFIG|COMMITTED-DOTENV", response)
     finally:
         session.close()
+
+
+def test_search_and_gather_bring_the_index_up_to_date_first(world: dict[str, Path]) -> None:
+    home = world["base"] / "fresh-home"
+    home.mkdir()
+    notes = write_tree(world["base"] / "fresh-notes", {"otters.md": "Sea otters hold hands.\n"})
+    env = server_env(home)
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(notes)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "fresh-server.log")
+    try:
+        ok(session.call("index", {}))
+        (notes / "walrus.md").write_text("A walrus hauls out on the ice floe.\n")
+        result = session.call("search", {"query": "walrus on an ice floe"})
+        assert result.structured_content is not None
+        assert result.structured_content["indexing"] is False  # a small change: done inline
+        assert result.structured_content["results"][0]["relPath"] == "walrus.md"
+        (notes / "walrus.md").unlink()
+        assert all(hit["relPath"] != "walrus.md" for hit in search(session, "walrus ice floe"))
+        many = {
+            f"bulk/seal{n:02}.md": f"Harbour seal number {n} sleeps on rock {n}.\n"
+            for n in range(30)
+        }
+        write_tree(notes, many)
+        block = ok(session.call("gather", {"query": "harbour seal sleeping on a rock"}))
+        assert block.startswith("_Indexing is under way")  # a large change: in the background
+        deadline = time.monotonic() + 180
+        while True:
+            result = session.call("search", {"query": "harbour seal rock", "k": 50})
+            assert result.structured_content is not None and time.monotonic() < deadline
+            found = {hit["relPath"] for hit in result.structured_content["results"]}
+            if not result.structured_content["indexing"] and set(many) <= found:
+                break
+            time.sleep(0.5)
+        (notes / "narwhal.md").write_text("A narwhal tusk is a long spiral tooth.\n")
+        with write_lock(home / ".local" / "share" / "semsearch" / "index.db", 0):  # a CLI run
+            result = session.call("search", {"query": "narwhal tusk spiral tooth"})
+        assert result.structured_content is not None and result.structured_content["indexing"]
+        assert all(h["relPath"] != "narwhal.md" for h in result.structured_content["results"])
+        assert search(session, "narwhal tusk spiral tooth")[0]["relPath"] == "narwhal.md"
+    finally:
+        session.close()
+    assert "Traceback" not in (world["base"] / "fresh-server.log").read_text()

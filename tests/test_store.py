@@ -396,7 +396,7 @@ class CountingSource:
     def generation(self) -> int:
         return self.written
 
-    def chunk_ids(self) -> np.ndarray[Any, Any]:
+    def vector_ids(self) -> np.ndarray[Any, Any]:
         return np.array(sorted(self.rows), dtype=np.int64)
 
     def vectors(self, min_id: int) -> tuple[Any, Any, Any]:

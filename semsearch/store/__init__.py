@@ -19,6 +19,7 @@ from semsearch.store.base import (
     Folder,
     Store,
     model_mismatch_message,
+    text_hash,
 )
 from semsearch.store.lock import LockHolder, write_lock
 from semsearch.store.sqlite import SqliteStore
@@ -35,6 +36,7 @@ __all__ = [
     "Store",
     "model_mismatch_message",
     "open_store",
+    "text_hash",
     "write_lock",
 ]
 

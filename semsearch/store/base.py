@@ -5,6 +5,7 @@ No backend is imported here; both import this module.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,9 +55,19 @@ class ChunkRecord:
     text: str
 
 
+def text_hash(text: str) -> str:
+    """The key a chunk's vector is stored and reused under: 32 hex digits of its text's BLAKE2b."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 @dataclass(frozen=True)
 class FileWrite:
-    """Replace one file's row and chunks. ``chunks`` is empty for non-ok statuses."""
+    """Replace one file's row and chunks. ``chunks`` is empty for non-ok statuses.
+
+    ``vectors`` None writes the chunks without vectors (searchable by the lexical arms at once);
+    the store then gives each the vector of a stored chunk with the same text, if asked to reuse
+    them, and leaves the rest pending for ``set_vectors``.
+    """
 
     folder_id: int
     rel: str
@@ -107,6 +118,7 @@ class Store(Protocol):
     """
 
     path: Path  # where the index lives, for messages
+    needs_model_first: bool  # chunks can be written only after set_model (LanceDB's schema)
 
     def generation(self) -> int:
         """A number that changes with every committed write, by any process, and never repeats.
@@ -139,12 +151,27 @@ class Store(Protocol):
         The same dict comes back until the index changes: read it, never modify it.
         """
 
-    def write_files(self, writes: Sequence[FileWrite]) -> None:
-        """Replace the rows and chunks of files, new ones or known by (folder id, rel).
+    def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
+        """Replace the rows and chunks of files, new ones or known by (folder id, rel), in one
+        commit (SQLite; LanceDB: two).
 
-        Raises ``AssertionError`` when a write's vectors do not match its chunks, and
-        ``StoreError`` (LanceDB) when chunks come before ``set_model``.
+        A chunk written without a vector takes the vector of any stored chunk with the same
+        text (by ``text_hash``, across the whole index, read before the file's old chunks go)
+        when ``reuse``; otherwise it is pending. Raises ``AssertionError`` when a write's vectors
+        do not match its chunks, and ``StoreError`` (LanceDB) when chunks come before
+        ``set_model``.
         """
+
+    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts of chunks without a vector,
+        the oldest chunks first."""
+
+    def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
+        """Give every chunk without a vector whose text hash is ``hashes[i]`` row ``i`` of
+        ``vectors`` (one commit); returns how many chunks got one."""
+
+    def pending_count(self) -> int:
+        """Chunks still waiting for their vector."""
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
         """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
@@ -187,7 +214,8 @@ class Store(Protocol):
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine) of the ``pool`` chunks nearest to a unit query vector, best first.
 
-        Only chunks of ``file_ids`` count when it is given. Exact (a float32 matrix kept in
+        Only chunks of ``file_ids`` count when it is given, and only chunks that have a vector
+        (pending ones join as they get theirs). Exact (a float32 matrix kept in
         memory between calls, refreshed with what changed) unless the backend has an ANN index;
         the scores are exact cosines either way. Raises ``ValueError`` when the query's length
         is not the stored dimension: check ``model()`` first.

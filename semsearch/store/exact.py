@@ -1,7 +1,10 @@
 """Exact vector search: a store's vectors in memory as one float32 matrix, cosine top-k by numpy.
 
-The matrix is read once and then refreshed with only what changed: chunk ids are never reused,
-so the rows of deleted chunks are dropped and chunks with ids past the last one read are added.
+Only chunks that have a vector are in the matrix (a chunk is written first and gets its vector
+later, see ``Store.set_vectors``). The matrix is read once and then refreshed with only what
+changed: chunk ids are never reused, so the rows of chunks that are gone are dropped, and the
+chunks that got a vector since (new ones, or older ones that were pending) are read from the
+lowest such id on.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ class VectorSource(Protocol):
     def generation(self) -> int:
         """A number that changes with every committed write."""
 
-    def chunk_ids(self) -> IdArray:
-        """All chunk ids, ascending."""
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
 
     def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
-        """(chunk ids, file ids, float32 matrix) of chunks with id > min_id, in id order."""
+        """(chunk ids, file ids, float32 matrix) of chunks with id > min_id that have a vector,
+        in id order."""
 
 
 class ExactVectors:
@@ -47,21 +51,26 @@ class ExactVectors:
         generation = self._source.generation()
         if generation == self.generation:
             return
-        kept = self._kept()
-        if kept is not None and kept.any():
-            ids, file_ids, matrix = self._source.vectors(int(self.ids[-1]))
-            self.ids = np.concatenate([self.ids[kept], ids])
-            self.file_ids = np.concatenate([self.file_ids[kept], file_ids])
-            self.matrix = np.ascontiguousarray(np.concatenate([self.matrix[kept], matrix]))
+        stored = self._source.vector_ids() if len(self.ids) else None
+        kept = None if stored is None else np.isin(self.ids, stored, assume_unique=True)
+        if stored is not None and kept is not None and kept.any():
+            self._add(kept, np.setdiff1d(stored, self.ids[kept], assume_unique=True))
         else:  # first load, or nothing left to keep: one read of everything
             self.ids, self.file_ids, self.matrix = self._source.vectors(0)
         self.generation = generation
 
-    def _kept(self) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
-        """Which rows in memory are still stored (None when there are none)."""
-        if not len(self.ids):
-            return None
-        return np.isin(self.ids, self._source.chunk_ids(), assume_unique=True)
+    def _add(self, kept: np.ndarray[Any, np.dtype[np.bool_]], new: IdArray) -> None:
+        """Keep the rows still stored and read the ``new`` ids (ascending) in."""
+        ids, file_ids, matrix = self.ids[kept], self.file_ids[kept], self.matrix[kept]
+        if len(new):
+            read_ids, read_files, read = self._source.vectors(int(new[0]) - 1)
+            wanted = np.isin(read_ids, new, assume_unique=True)
+            ids = np.concatenate([ids, read_ids[wanted]])
+            file_ids = np.concatenate([file_ids, read_files[wanted]])
+            matrix = np.concatenate([matrix, read[wanted]])
+        order = np.argsort(ids, kind="stable")
+        self.ids, self.file_ids = ids[order], file_ids[order]
+        self.matrix = np.ascontiguousarray(matrix[order])
 
     def clear(self) -> None:
         """Forget the matrix (its owner answers another way now); the next refresh reads all."""

@@ -9,7 +9,12 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     folders(id, path, name, last_indexed)
     files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
-           text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised)
+           text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised,
+           text_hash, has_vector: bool)
+
+A chunk written before its vector holds zeros and ``has_vector`` false (a flag, not a null
+list, keeps ``vector`` a plain fixed-size list for the ANN index); ``text_hash`` keys vectors
+for reuse (see ``lance_tables.VectorColumns``). Schema 1 lacked both; a writer adds them.
 
 The columns mean what they mean in the SQLite store (see ``semsearch.store.sqlite``); ``terms`` and
 ``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
@@ -48,10 +53,9 @@ from semsearch.store.base import (
     FileRef,
     FileState,
     FileWrite,
-    FloatArray,
     Folder,
-    IdArray,
     model_mismatch_message,
+    text_hash,
 )
 from semsearch.store.exact import ExactVectors
 
@@ -67,27 +71,31 @@ try:  # the sibling modules import lancedb and pyarrow too
         FOLDERS,
         META,
         TableRows,
+        VectorColumns,
+        add_hash_columns,
         chunk_row,
         chunk_rows,
         chunk_schema,
         file_row,
         folder_records,
         ids_sql,
+        known_vectors,
         retagged,
         retry,
-        vector_arrays,
     )
 except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
     raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 
 
-class LanceStore:
+class LanceStore(VectorColumns):
     """The LanceDB index folder (see the module docstring for the format)."""
+
+    needs_model_first = True  # the chunks table's schema holds the vector dimension
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
@@ -128,6 +136,10 @@ class LanceStore:
             self._put_meta({"schema_version": str(SCHEMA_VERSION), "terms_version": TERMS_VERSION})
         elif create and self.meta("terms_version") != TERMS_VERSION:
             self._retag()
+        if create and version is not None and int(version) < SCHEMA_VERSION:
+            if self._chunk_table() is not None and not self.has_flags():
+                add_hash_columns(self._chunk_table())  # schema 1 → 2
+            self._put_meta({"schema_version": str(SCHEMA_VERSION)})
 
     # -- small tables --------------------------------------------------------------------
 
@@ -266,13 +278,19 @@ class LanceStore:
             self._refs = (files, folders, refs)
         return self._refs[2]
 
-    def write_files(self, writes: Sequence[FileWrite]) -> None:
-        """Replace several files: their chunks in one commit, then their rows in another."""
+    def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
+        """Replace several files: their chunks in one commit, then their rows in another.
+
+        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        """
         if not writes:
             return
         existing = {(r["folder_id"], r["rel"]): r["id"] for r in self._file_rows().values()}
         fresh = [w for w in writes if (w.folder_id, w.rel) not in existing]
         next_file = self._allocate("files", len(fresh)) if fresh else 0
+        dim = int(self.meta("dim") or 0)
+        wanted = {text_hash(c.text) for w in writes if w.vectors is None for c in w.chunks}
+        known = self.stored_vectors(wanted, dim) if reuse and wanted else {}
         file_rows: list[dict[str, Any]] = []
         parts: list[pa.Table] = []
         for write in writes:
@@ -281,9 +299,8 @@ class LanceStore:
                 file_id, next_file = next_file, next_file + 1
             file_rows.append(file_row(write, file_id))
             if write.chunks:
-                assert write.vectors is not None and len(write.vectors) == len(write.chunks)
                 first = self._allocate("chunks", len(write.chunks))
-                parts.append(chunk_rows(write, file_id, first))
+                parts.append(chunk_rows(write, file_id, first, *known_vectors(write, known, dim)))
         file_ids = ids_sql(row["id"] for row in file_rows)
         replaced = [existing[k] for k in ((w.folder_id, w.rel) for w in writes) if k in existing]
         chunks = self._chunk_table()
@@ -359,24 +376,6 @@ class LanceStore:
             self._chunks = None
         self._files.delete("true")
         self._meta.delete("key IN ('model_id', 'dim', 'ann_rows')")
-
-    def chunk_ids(self) -> IdArray:
-        """All chunk ids, ascending."""
-        chunks = self._chunk_table()
-        if chunks is None:
-            return np.zeros(0, dtype=np.int64)
-        column = chunks.search().select(["id"]).limit(None).to_arrow()["id"]
-        return np.sort(column.to_numpy())
-
-    def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
-        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        chunks = self._chunk_table()
-        dim = int(self.meta("dim") or 0)
-        if chunks is None:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        query = chunks.search().select(["id", "file_id", "vector"]).limit(None)
-        table = query.where(f"id > {int(min_id)}").to_arrow() if min_id else query.to_arrow()
-        return vector_arrays(table, dim)
 
     def has_ann(self) -> bool:
         """True once the chunks table has its vector index."""

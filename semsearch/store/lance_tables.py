@@ -5,16 +5,19 @@ Imported by :mod:`semsearch.store.lance`, which checks first that the lancedb ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from semsearch.lexical import chunk_terms, definitions
-from semsearch.store.base import ChunkRow, FileWrite, FloatArray, Folder, IdArray
+from semsearch.store.base import ChunkRow, FileWrite, FloatArray, Folder, IdArray, text_hash
 
 T = TypeVar("T")
+
+HAS_VECTOR = "has_vector = true"  # filters of the chunks table
+PENDING = "has_vector = false"
 
 META = pa.schema([("key", pa.string()), ("value", pa.string())])
 FOLDERS = pa.schema(
@@ -55,6 +58,8 @@ def chunk_schema(dim: int) -> pa.Schema:
             ("terms", pa.string()),
             ("defines", pa.string()),
             ("vector", pa.list_(pa.float32(), dim)),
+            ("text_hash", pa.string()),
+            ("has_vector", pa.bool_()),
         ]
     )
 
@@ -76,11 +81,16 @@ class TableRows:
         return self._rows
 
 
-def chunk_rows(write: FileWrite, file_id: int, first: int) -> pa.Table:
-    """A file's chunks as rows of the chunks table, with ids from ``first`` on."""
-    assert write.vectors is not None
+def chunk_rows(
+    write: FileWrite, file_id: int, first: int, vectors: FloatArray, has_vector: list[bool]
+) -> pa.Table:
+    """A file's chunks as rows of the chunks table, with ids from ``first`` on.
+
+    ``vectors`` has a row per chunk; rows of chunks without a vector (``has_vector`` false) are
+    zeros until ``set_vectors``.
+    """
     count = len(write.chunks)
-    vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     dim = vectors.shape[1]
     chunks = write.chunks
     columns = {
@@ -96,8 +106,16 @@ def chunk_rows(write: FileWrite, file_id: int, first: int) -> pa.Table:
         "terms": pa.array([chunk_terms(write.rel, c.text) for c in chunks], pa.string()),
         "defines": pa.array([" ".join(definitions(c.text)) for c in chunks], pa.string()),
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
+        "text_hash": pa.array([text_hash(c.text) for c in chunks], pa.string()),
+        "has_vector": pa.array(has_vector, pa.bool_()),
     }
     return pa.Table.from_pydict(columns, schema=chunk_schema(dim))
+
+
+def hashes_sql(hashes: Iterable[str]) -> str:
+    """Text hashes as a SQL list for a LanceDB filter; hex digits only, checked, never text."""
+    checked = [h for h in hashes if len(h) == 32 and all(c in "0123456789abcdef" for c in h)]
+    return ",".join(f"'{h}'" for h in checked) or "''"
 
 
 def file_row(write: FileWrite, file_id: int) -> dict[str, Any]:
@@ -195,3 +213,122 @@ def folder_records(
         for row in folders.values()
     ]
     return sorted(result, key=lambda f: f.path)
+
+
+def known_vectors(
+    write: FileWrite, known: dict[str, FloatArray], dim: int
+) -> tuple[FloatArray, list[bool]]:
+    """A write's vectors, its own or from ``known`` (zeros where none is), and which are real."""
+    if write.vectors is not None:
+        assert len(write.vectors) == len(write.chunks)
+        return write.vectors, [True] * len(write.chunks)
+    matrix = np.zeros((len(write.chunks), dim), dtype=np.float32)
+    has = [False] * len(write.chunks)
+    for row, chunk in enumerate(write.chunks):
+        found = known.get(text_hash(chunk.text))
+        if found is not None:
+            matrix[row], has[row] = found, True
+    return matrix, has
+
+
+def add_hash_columns(chunks: Any) -> None:
+    """Schema 1 → 2: add ``text_hash`` (computed) and ``has_vector`` (true) to the chunks."""
+    chunks.add_columns({"text_hash": "''", "has_vector": "true"})
+    table = chunks.search().select(["id", "text"]).limit(None).to_arrow()
+    if table.num_rows:
+        hashes = pa.array([text_hash(t) for t in table["text"].to_pylist()], pa.string())
+        update = pa.table({"id": table["id"], "text_hash": hashes})
+        chunks.merge_insert("id").when_matched_update_all().execute(update)
+
+
+class VectorColumns:
+    """The chunks table's vector side, shared by :class:`~semsearch.store.lance.LanceStore`:
+    what :class:`~semsearch.store.exact.ExactVectors` reads and the pending-vector methods.
+
+    ``has_vector`` marks chunks whose ``vector`` is real; a chunks table of schema version 1
+    has no such column (every chunk has its vector) until a writer adds it.
+    """
+
+    def _chunk_table(self) -> Any:
+        raise NotImplementedError
+
+    def meta(self, key: str) -> str | None:
+        """One meta value, or None."""
+        raise NotImplementedError
+
+    def has_flags(self) -> bool:
+        """True when the chunks table exists and has ``text_hash`` and ``has_vector``."""
+        chunks = self._chunk_table()
+        return chunks is not None and "has_vector" in chunks.schema.names
+
+    def chunk_ids(self) -> IdArray:
+        """All chunk ids, ascending."""
+        return self._ids(None)
+
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        return self._ids(HAS_VECTOR if self.has_flags() else None)
+
+    def _ids(self, where: str | None) -> IdArray:
+        chunks = self._chunk_table()
+        if chunks is None:
+            return np.zeros(0, dtype=np.int64)
+        query = chunks.search().select(["id"]).limit(None)
+        if where is not None:
+            query = query.where(where)
+        ids: IdArray = np.sort(query.to_arrow()["id"].to_numpy())
+        return ids
+
+    def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) of chunks with id > min_id that have a vector,
+        in id order."""
+        chunks = self._chunk_table()
+        dim = int(self.meta("dim") or 0)
+        if chunks is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        query = chunks.search().select(["id", "file_id", "vector"]).limit(None)
+        where = [f"id > {int(min_id)}"] if min_id else []
+        where += [HAS_VECTOR] if self.has_flags() else []
+        table = query.where(" AND ".join(where)).to_arrow() if where else query.to_arrow()
+        return vector_arrays(table, dim)
+
+    def stored_vectors(self, hashes: Iterable[str], dim: int) -> dict[str, FloatArray]:
+        """text hash → a stored vector of that text, for those of ``hashes`` that have one."""
+        if not self.has_flags():
+            return {}
+        where = f"{HAS_VECTOR} AND text_hash IN ({hashes_sql(hashes)})"
+        query = self._chunk_table().search().where(where).select(["text_hash", "vector"])
+        table = retry(query.limit(None).to_arrow)
+        flat = table["vector"].combine_chunks().flatten().to_numpy()
+        matrix = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
+        return dict(zip(table["text_hash"].to_pylist(), matrix, strict=True))
+
+    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
+        if not self.has_flags():
+            return []
+        query = self._chunk_table().search().where(PENDING).select(["id", "text_hash", "text"])
+        rows = sorted(retry(query.limit(limit).to_arrow).to_pylist(), key=lambda r: r["id"])
+        return list({r["text_hash"]: r["text"] for r in rows}.items())
+
+    def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
+        """Give the chunks without a vector of each text hash their vector (one merge-insert)."""
+        if not self.has_flags() or not len(hashes):
+            return 0
+        chunks = self._chunk_table()
+        where = f"{PENDING} AND text_hash IN ({hashes_sql(hashes)})"
+        rows = chunks.search().where(where).select(["id", "text_hash"]).limit(None).to_arrow()
+        if not rows.num_rows:
+            return 0
+        row_of = {h: i for i, h in enumerate(hashes)}
+        picks = [row_of[h] for h in rows["text_hash"].to_pylist()]
+        picked = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32)[picks])
+        vector = pa.FixedSizeListArray.from_arrays(pa.array(picked.reshape(-1)), picked.shape[1])
+        has = pa.array(np.ones(rows.num_rows, dtype=bool))
+        update = pa.table({"id": rows["id"], "vector": vector, "has_vector": has})
+        chunks.merge_insert("id").when_matched_update_all().execute(update)
+        return int(rows.num_rows)
+
+    def pending_count(self) -> int:
+        """Chunks still waiting for their vector."""
+        return int(self._chunk_table().count_rows(PENDING)) if self.has_flags() else 0

@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 2, ``PRAGMA user_version``)::
+On-disk format (schema version 3, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -15,9 +15,13 @@ On-disk format (schema version 2, ``PRAGMA user_version``)::
         an unchanged one is not re-read)
     chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
            start_line INTEGER, end_line INTEGER, start_offset INTEGER, end_offset INTEGER,
-           page INTEGER NULL, text TEXT, vector BLOB)
+           page INTEGER NULL, text TEXT, vector BLOB NULL, text_hash TEXT)
         text: a verbatim slice of the extracted text; offsets are str (code point) indices;
-        lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised.
+        lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised,
+        or NULL while the chunk waits for it (an index run writes text first, vectors after;
+        `chunks_pending`, a partial index on id WHERE vector IS NULL, finds those);
+        text_hash: 32 hex digits of BLAKE2b-128 of the UTF-8 text (`store.base.text_hash`),
+        indexed, so a chunk of the same text anywhere in the index lends its vector.
         Chunk ids are never reused, so a reader can refresh only what changed.
     chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
         `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
@@ -30,7 +34,8 @@ WAL mode and a busy timeout let readers (the MCP server) work while an index run
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
-Version 1 had an external-content FTS5 table over `text` alone; opening such a file migrates it.
+Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
+and no `text_hash`; opening such a file migrates it (sqlite_schema.MIGRATIONS).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,9 +61,18 @@ from semsearch.store.base import (
     Folder,
     IdArray,
     model_mismatch_message,
+    text_hash,
 )
-from semsearch.store.exact import ExactVectors
 from semsearch.store.lock import is_writable, read_only_message
+from semsearch.store.sqlite_rows import (
+    VectorReader,
+    delete_files_where,
+    move_files,
+    read_generation,
+    read_stored_vectors,
+    read_vector_ids,
+    read_vectors,
+)
 from semsearch.store.sqlite_schema import (
     AUTO_VACUUM_INCREMENTAL,
     FTS_SQL,
@@ -67,22 +81,19 @@ from semsearch.store.sqlite_schema import (
     SCHEMA_VERSION,
     connect,
     is_write_failure,
+    reclaim_space,
     split_sql,
     write_error,
 )
 
 # bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
 BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))
-# A folder's chunks as chunks_fts rows, as the triggers write them (folder id bound).
-FTS_ROW = "rowid, text, terms, defines"
-FTS_VALUES = (
-    "c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)"
-    " FROM chunks c JOIN files x ON x.id = c.file_id WHERE x.folder_id = ?"
-)
 
 
 class SqliteStore:
     """The single-file SQLite index (see the module docstring for the format)."""
+
+    needs_model_first = False  # chunks without vectors need no dimension
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
@@ -103,7 +114,7 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
-        self._reader: _VectorReader | None = None  # opened by the first vector search
+        self._reader: VectorReader | None = None  # opened by the first vector search
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -180,7 +191,7 @@ class SqliteStore:
 
     def generation(self) -> int:
         """Counter bumped by every committed write; readers compare it to refresh caches."""
-        return _generation(self._conn)
+        return read_generation(self._conn)
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""
@@ -241,16 +252,27 @@ class SqliteStore:
             self._refs = (generation, {row[0]: FileRef(*row) for row in rows})
         return self._refs[1]
 
-    def write_files(self, writes: Sequence[FileWrite]) -> None:
-        """Replace the rows and chunks of several files in one transaction."""
+    def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
+        """Replace the rows and chunks of several files in one transaction.
+
+        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        """
         if not writes:
             return
         with self._write() as conn:
             for write in writes:
-                self._write_file(conn, write)
+                self._write_file(conn, write, reuse)
 
-    def _write_file(self, conn: sqlite3.Connection, write: FileWrite) -> None:
-        _delete_files(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
+    def _write_file(self, conn: sqlite3.Connection, write: FileWrite, reuse: bool) -> None:
+        hashes = [text_hash(c.text) for c in write.chunks]
+        if write.vectors is not None:
+            assert len(write.vectors) == len(write.chunks)
+            rows = np.ascontiguousarray(write.vectors, dtype="<f4")
+            blobs: list[bytes | None] = [row.tobytes() for row in rows]
+        else:
+            known = read_stored_vectors(conn, hashes) if reuse else {}
+            blobs = [known.get(h) for h in hashes]
+        delete_files_where(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
         cursor = conn.execute(
             "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -265,13 +287,9 @@ class SqliteStore:
             ),
         )
         file_id = cursor.lastrowid
-        if not write.chunks:
-            return
-        assert write.vectors is not None and len(write.vectors) == len(write.chunks)
-        blobs = np.ascontiguousarray(write.vectors, dtype="<f4")
         conn.executemany(
             "INSERT INTO chunks(file_id, ord, start_line, end_line, start_offset, end_offset,"
-            " page, text, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " page, text, vector, text_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     file_id,
@@ -282,10 +300,37 @@ class SqliteStore:
                     c.end_offset,
                     c.page,
                     c.text,
-                    blobs[ordinal].tobytes(),
+                    blobs[ordinal],
+                    hashes[ordinal],
                 )
                 for ordinal, c in enumerate(write.chunks)
             ],
+        )
+
+    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
+        rows = self._conn.execute(
+            "SELECT text_hash, text FROM chunks WHERE vector IS NULL ORDER BY id LIMIT ?",
+            (limit,),
+        )
+        return list(dict(rows.fetchall()).items())
+
+    def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
+        """Give the chunks without a vector of each text hash their vector; returns how many."""
+        assert len(hashes) == len(vectors)
+        rows = np.ascontiguousarray(vectors, dtype="<f4")
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "UPDATE chunks SET vector = ? WHERE text_hash = ? AND vector IS NULL",
+                [(row.tobytes(), h) for row, h in zip(rows, hashes, strict=True)],
+            )
+            return conn.total_changes - before
+
+    def pending_count(self) -> int:
+        """Chunks still waiting for their vector."""
+        return int(
+            self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
         )
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
@@ -302,7 +347,7 @@ class SqliteStore:
             return 0
         with self._write() as conn:
             for rel in rels:
-                _delete_files(conn, "folder_id = ? AND rel = ?", (folder_id, rel))
+                delete_files_where(conn, "folder_id = ? AND rel = ?", (folder_id, rel))
         return len(rels)
 
     def remove_folder(self, path: str) -> int:
@@ -315,7 +360,7 @@ class SqliteStore:
         if row is None:
             return 0
         with self._write() as conn:
-            _delete_files(conn, "folder_id = ?", (row[0],))
+            delete_files_where(conn, "folder_id = ?", (row[0],))
             conn.execute("DELETE FROM folders WHERE id = ?", (row[0],))
         return int(row[1])
 
@@ -325,31 +370,7 @@ class SqliteStore:
         if old is None or old_path == new_path:
             return 0
         with self._write() as conn:
-            if new is not None:  # the files already there win
-                _delete_files(
-                    conn,
-                    "folder_id = ? AND ? || rel IN (SELECT rel FROM files WHERE folder_id = ?)",
-                    (old, prefix, new),
-                )
-            if prefix:  # the FTS `terms` come from rel: take them out under the old rel
-                conn.execute(
-                    f"INSERT INTO chunks_fts(chunks_fts, {FTS_ROW}) SELECT 'delete', {FTS_VALUES}",
-                    (old,),
-                )
-                conn.execute("UPDATE files SET rel = ? || rel WHERE folder_id = ?", (prefix, old))
-                conn.execute(f"INSERT INTO chunks_fts({FTS_ROW}) SELECT {FTS_VALUES}", (old,))
-            moved = conn.execute(
-                "SELECT count(*) FROM files WHERE folder_id = ? AND status = 'ok'", (old,)
-            ).fetchone()[0]
-            if new is None:
-                name = PurePath(new_path).name
-                conn.execute(
-                    "UPDATE folders SET path = ?, name = ? WHERE id = ?", (new_path, name, old)
-                )
-            else:
-                conn.execute("UPDATE files SET folder_id = ? WHERE folder_id = ?", (new, old))
-                conn.execute("DELETE FROM folders WHERE id = ?", (old,))
-        return int(moved)
+            return move_files(conn, old, new, new_path, prefix)
 
     def _folder_id(self, path: str) -> int | None:
         row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
@@ -365,16 +386,21 @@ class SqliteStore:
     def clear_chunks(self) -> None:
         """Drop every file and chunk (a rebuild with another model), keeping folders."""
         with self._write() as conn:
-            _delete_files(conn, "1", ())
+            delete_files_where(conn, "1", ())
             conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
 
     def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""
-        return _chunk_ids(self._conn)
+        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        return read_vector_ids(self._conn)
 
     def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        return _vectors(self._conn, min_id)
+        return read_vectors(self._conn, min_id)
 
     def preload(self) -> None:
         """Read the vectors into memory unless they are there (``nearest`` reads any change)."""
@@ -388,9 +414,9 @@ class SqliteStore:
         """(chunk id, cosine) of the ``pool`` nearest chunks, best first: exact, in memory."""
         return self._vector_reader().exact.nearest(query, pool, file_ids)
 
-    def _vector_reader(self) -> _VectorReader:
+    def _vector_reader(self) -> VectorReader:
         if self._reader is None:
-            self._reader = _VectorReader(self.path, self.read_only)
+            self._reader = VectorReader(self.path, self.read_only)
         return self._reader
 
     def lexical(
@@ -440,16 +466,7 @@ class SqliteStore:
         if self.read_only:
             return
         try:
-            if not self._conn.execute("PRAGMA freelist_count").fetchone()[0]:
-                return
-            mode = self._conn.execute("PRAGMA auto_vacuum").fetchone()[0]
-            if mode != AUTO_VACUUM_INCREMENTAL:
-                self._conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
-                self._conn.execute("VACUUM")
-            else:
-                # execute() steps once and frees one page; a script runs the pragma to the end.
-                self._conn.executescript("PRAGMA incremental_vacuum;")
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            reclaim_space(self._conn)
         except sqlite3.OperationalError as exc:
             raise write_error(self.path, exc) from exc
 
@@ -464,67 +481,3 @@ class SqliteStore:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-
-
-class _VectorReader:
-    """The vectors in memory, read through a connection of their own.
-
-    Search runs the lexical arm on the store's connection in a worker thread while the vector
-    arm runs, and a connection is never used by two threads at once.
-    """
-
-    def __init__(self, path: Path, read_only: bool) -> None:
-        self._conn = connect(path, read_only)
-        self.exact = ExactVectors(self)
-
-    def generation(self) -> int:
-        """The store's write counter."""
-        return _generation(self._conn)
-
-    def chunk_ids(self) -> IdArray:
-        """All chunk ids, ascending."""
-        return _chunk_ids(self._conn)
-
-    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
-        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        return _vectors(self._conn, min_id)
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-
-def _generation(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def _chunk_ids(conn: sqlite3.Connection) -> IdArray:
-    rows = conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
-    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-
-
-def _vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
-    rows = conn.execute(
-        "SELECT id, file_id, vector FROM chunks WHERE id > ? ORDER BY id", (min_id,)
-    ).fetchall()
-    if rows:
-        dim = len(rows[0][2]) // 4
-    else:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-        dim = 0 if row is None else int(row[0])
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
-    return ids, file_ids, matrix.astype(np.float32, copy=False)
-
-
-def _delete_files(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
-    """Delete files matching a fixed WHERE clause, their chunks first.
-
-    The chunks go while their file rows still exist: the FTS delete trigger needs the path.
-    """
-    conn.execute(
-        f"DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE {where})", params
-    )
-    conn.execute(f"DELETE FROM files WHERE {where}", params)

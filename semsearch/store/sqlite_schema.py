@@ -10,9 +10,10 @@ from pathlib import Path
 
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
 from semsearch.lexical import chunk_terms, definitions
+from semsearch.store.base import text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 30_000
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -35,12 +36,7 @@ TABLES_SQL = """
     CREATE INDEX chunks_file ON chunks(file_id);
 """
 
-FTS_SQL = """
-    DROP TRIGGER IF EXISTS chunks_ai;
-    DROP TRIGGER IF EXISTS chunks_ad;
-    DROP TABLE IF EXISTS chunks_fts;
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
+TRIGGERS_SQL = """
     CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
         INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
             ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),
@@ -51,14 +47,55 @@ FTS_SQL = """
             old.text, ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text),
             ss_defines(old.text));
     END;
+"""
+
+FTS_SQL = (
+    """
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
+"""
+    + TRIGGERS_SQL
+    + """
     INSERT INTO chunks_fts(rowid, text, terms, defines)
         SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
         FROM chunks c JOIN files x ON x.id = c.file_id;
 """
+)
+
+# Version 3: `vector` may be NULL (a chunk waiting for its vector) and `text_hash` keys vectors
+# for reuse. SQLite cannot relax NOT NULL in place, so the table is copied with its ids (the FTS
+# rows keep pointing at them) and its AUTOINCREMENT counter (ids are never reused).
+NULLABLE_VECTORS_SQL = (
+    """
+    CREATE TABLE chunks_v3(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
+        text TEXT NOT NULL, vector BLOB, text_hash TEXT NOT NULL);
+    INSERT INTO chunks_v3(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
+            text, vector, text_hash)
+        SELECT id, file_id, ord, start_line, end_line, start_offset, end_offset, page, text,
+            vector, ss_text_hash(text) FROM chunks;
+    DELETE FROM sqlite_sequence WHERE name = 'chunks_v3';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'chunks_v3', seq FROM sqlite_sequence
+        WHERE name = 'chunks';
+    DROP TABLE chunks;
+    ALTER TABLE chunks_v3 RENAME TO chunks;
+    CREATE INDEX chunks_file ON chunks(file_id);
+    CREATE INDEX chunks_text_hash ON chunks(text_hash);
+    CREATE INDEX chunks_pending ON chunks(id) WHERE vector IS NULL;
+"""
+    + TRIGGERS_SQL
+)
+
 
 # Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
 # stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
-MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL)
+MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL, NULLABLE_VECTORS_SQL)
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
 SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
@@ -100,6 +137,7 @@ def _configured(target: str, uri: bool) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys=ON")
     conn.create_function("ss_terms", 2, _terms, deterministic=True)
     conn.create_function("ss_defines", 1, _defines, deterministic=True)
+    conn.create_function("ss_text_hash", 1, text_hash, deterministic=True)
     return conn
 
 
@@ -146,3 +184,17 @@ def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if primary == SQLITE_READONLY or "readonly database" in str(exc):
         return ReadOnlyError(read_only_message(path))
     return StoreError(f"Cannot write index {path}: {exc}")
+
+
+def reclaim_space(conn: sqlite3.Connection) -> None:
+    """Give free pages back to the file system: incrementally in a file made with
+    ``auto_vacuum=INCREMENTAL``; an older file is switched to it by one full VACUUM."""
+    if not conn.execute("PRAGMA freelist_count").fetchone()[0]:
+        return
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != AUTO_VACUUM_INCREMENTAL:
+        conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
+        conn.execute("VACUUM")
+    else:
+        # execute() steps once and frees one page; a script runs the pragma to the end.
+        conn.executescript("PRAGMA incremental_vacuum;")
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -1,0 +1,134 @@
+"""The SQLite index's row helpers: vectors read into numpy, stored vectors by text hash, and
+file deletion. SQL of :mod:`semsearch.store.sqlite`, kept apart so that module stays readable.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+from semsearch.store.base import FloatArray, IdArray
+from semsearch.store.exact import ExactVectors
+from semsearch.store.sqlite_schema import connect
+
+
+class VectorReader:
+    """The vectors in memory, read through a connection of their own.
+
+    Search runs the lexical arm on the store's connection in a worker thread while the vector
+    arm runs, and a connection is never used by two threads at once.
+    """
+
+    def __init__(self, path: Path, read_only: bool) -> None:
+        self._conn = connect(path, read_only)
+        self.exact = ExactVectors(self)
+
+    def generation(self) -> int:
+        """The store's write counter."""
+        return read_generation(self._conn)
+
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        return read_vector_ids(self._conn)
+
+    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        return read_vectors(self._conn, min_id)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+
+def read_generation(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def read_vector_ids(conn: sqlite3.Connection) -> IdArray:
+    rows = conn.execute("SELECT id FROM chunks WHERE vector IS NOT NULL ORDER BY id").fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
+def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+    rows = conn.execute(
+        "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
+        (min_id,),
+    ).fetchall()
+    if rows:
+        dim = len(rows[0][2]) // 4
+    else:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        dim = 0 if row is None else int(row[0])
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
+    return ids, file_ids, matrix.astype(np.float32, copy=False)
+
+
+def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, bytes]:
+    """text hash → a stored vector of that text, for the hashes that have one."""
+    found: dict[str, bytes] = {}
+    unique = list(set(hashes))
+    for start in range(0, len(unique), 500):  # below SQLite's bound-parameter limit
+        part = unique[start : start + 500]
+        rows = conn.execute(
+            "SELECT text_hash, vector FROM chunks WHERE vector IS NOT NULL"
+            f" AND text_hash IN ({','.join('?' * len(part))})",
+            part,
+        )
+        found.update(rows.fetchall())
+    return found
+
+
+def delete_files_where(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
+    """Delete files matching a fixed WHERE clause, their chunks first.
+
+    The chunks go while their file rows still exist: the FTS delete trigger needs the path.
+    """
+    conn.execute(
+        f"DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE {where})", params
+    )
+    conn.execute(f"DELETE FROM files WHERE {where}", params)
+
+
+# A folder's chunks as chunks_fts rows, as the triggers write them (folder id bound).
+FTS_ROW = "rowid, text, terms, defines"
+FTS_VALUES = (
+    "c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)"
+    " FROM chunks c JOIN files x ON x.id = c.file_id WHERE x.folder_id = ?"
+)
+
+
+def move_files(
+    conn: sqlite3.Connection, old: int, new: int | None, new_path: str, prefix: str
+) -> int:
+    """Folder ``old``'s files to folder ``new`` (or ``old`` renamed to ``new_path`` when ``new`` is
+    None), their rel paths under ``prefix``, inside the caller's transaction; ok files moved."""
+    if new is not None:  # the files already there win
+        delete_files_where(
+            conn,
+            "folder_id = ? AND ? || rel IN (SELECT rel FROM files WHERE folder_id = ?)",
+            (old, prefix, new),
+        )
+    if prefix:  # the FTS `terms` come from rel: take them out under the old rel
+        conn.execute(
+            f"INSERT INTO chunks_fts(chunks_fts, {FTS_ROW}) SELECT 'delete', {FTS_VALUES}",
+            (old,),
+        )
+        conn.execute("UPDATE files SET rel = ? || rel WHERE folder_id = ?", (prefix, old))
+        conn.execute(f"INSERT INTO chunks_fts({FTS_ROW}) SELECT {FTS_VALUES}", (old,))
+    moved = conn.execute(
+        "SELECT count(*) FROM files WHERE folder_id = ? AND status = 'ok'", (old,)
+    ).fetchone()[0]
+    if new is None:
+        name = PurePath(new_path).name
+        conn.execute("UPDATE folders SET path = ?, name = ? WHERE id = ?", (new_path, name, old))
+    else:
+        conn.execute("UPDATE files SET folder_id = ? WHERE folder_id = ?", (new, old))
+        conn.execute("DELETE FROM folders WHERE id = ?", (old,))
+    return int(moved)

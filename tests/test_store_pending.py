@@ -1,0 +1,114 @@
+"""Chunks written before their vectors: pending chunks, vectors reused by text hash, the
+in-memory matrix picking them up, and the schema upgrades that made vectors optional.
+
+Tests taking the ``store`` fixture run against both backends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from semsearch.store import FileWrite, Store, open_store, text_hash
+from semsearch.store.exact import ExactVectors
+from semsearch.store.sqlite import SqliteStore
+from semsearch.store.sqlite_schema import FTS_SQL, SCHEMA_VERSION, TABLES_SQL, connect
+from tests.conftest import BACKENDS
+from tests.test_store import (
+    CountingSource,
+    assert_same_ranking,
+    file_write,
+    fts_count,
+    location,
+    record,
+    words,
+)
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    backend = str(request.param)
+    opened = open_store(backend, location(tmp_path, backend), create=True)
+    opened.set_model("model-a", 4)
+    return opened
+
+
+def pending_write(folder_id: int, rel: str, texts: list[str]) -> FileWrite:
+    """A file's chunks written without vectors (the first pass of an index run)."""
+    chunks = tuple(record(text, n + 1) for n, text in enumerate(texts))
+    return FileWrite(folder_id, rel, 1, 10, "sha", "ok", "text", chunks)
+
+
+def test_chunks_written_without_vectors_are_searchable_by_words_and_pending(store: Store) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([pending_write(folder, "x.md", ["alpha one", "beta", "alpha one"])])
+    assert fts_count(store, "alpha") == 2 and store.pending_count() == 3
+    assert len(store.vectors(0)[0]) == 0 and len(store.vector_ids()) == 0
+    query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    assert store.nearest(query, 5, None) == []
+    pending = store.pending_texts(10)
+    assert [text for _, text in pending] == ["alpha one", "beta"]  # distinct, oldest first
+    assert [h for h, _ in pending] == [text_hash("alpha one"), text_hash("beta")]
+    first = np.eye(4, dtype=np.float32)[:1]
+    assert store.set_vectors([pending[0][0]], first) == 2  # both chunks of that text
+    assert store.pending_count() == 1 and store.pending_texts(10) == [pending[1]]
+    ids = [int(i) for i in store.chunk_ids()]
+    assert_same_ranking(store.nearest(query, 5, None), [(ids[0], 1.0), (ids[2], 1.0)])
+    assert store.set_vectors([pending[1][0]], np.eye(4, dtype=np.float32)[1:2]) == 1
+    assert store.pending_count() == 0 and store.pending_texts(10) == []
+    found = store.nearest(np.array([0.0, 1.0, 0.0, 0.0], dtype=np.float32), 5, None)
+    assert found[0] == (ids[1], pytest.approx(1.0))  # picked up without a full reload
+
+
+def test_a_chunk_of_a_stored_text_takes_its_vector_from_anywhere_in_the_index(
+    store: Store,
+) -> None:
+    a = store.ensure_folder("/srv/a", "a")
+    b = store.ensure_folder("/srv/b", "b")
+    store.write_files([file_write(a, "x.md", ["alpha", "beta"])])
+    store.write_files([pending_write(b, "copy.md", ["beta", "new text"])])
+    assert store.pending_texts(10) == [(text_hash("new text"), "new text")]
+    store.write_files([pending_write(a, "x.md", ["gamma", "alpha"])])  # own old chunks lend too
+    assert [text for _, text in store.pending_texts(10)] == ["new text", "gamma"]
+    store.write_files([pending_write(b, "again.md", ["alpha"])], reuse=False)
+    assert store.pending_count() == 3
+    _, _, matrix = store.vectors(0)
+    np.testing.assert_array_equal(matrix, np.eye(4, dtype=np.float32)[[1, 0]])
+
+
+def test_exact_vectors_pick_up_chunks_that_got_their_vector_later() -> None:
+    source = CountingSource()
+    source.put(2, 10, [1.0, 0.0])
+    source.put(5, 10, [0.0, 1.0])
+    exact = ExactVectors(source)
+    query = np.array([0.8, 0.6], dtype=np.float32)
+    assert [cid for cid, _ in exact.nearest(query, 5, None)] == [2, 5]
+    source.put(3, 20, [0.6, 0.8])  # chunk 3 was pending: its id is below the last one read
+    assert_same_ranking(exact.nearest(query, 5, None), [(3, 0.96), (2, 0.8), (5, 0.6)])
+    assert source.reads == [0, 2] and list(exact.ids) == [2, 3, 5]
+
+
+OLD_V2_ROWS = """
+INSERT INTO meta VALUES ('schema_version', '2'), ('generation', '3');
+INSERT INTO folders VALUES (1, '/srv/a', 'a', NULL);
+INSERT INTO files VALUES (1, 1, 'net/retryPolicy.py', 1, 1, 'x', 'ok', 'text');
+INSERT INTO chunks VALUES (1, 1, 0, 1, 1, 0, 20, NULL, 'def parseHeaderLine(): pass', x'0000803f');
+INSERT INTO chunks VALUES (2, 1, 1, 2, 2, 21, 30, NULL, 'gone soon', x'0000803f');
+DELETE FROM chunks WHERE id = 2;
+"""
+
+
+def test_version_2_index_gets_nullable_vectors_and_text_hashes(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    old = connect(path)  # version 2's DDL: version 1's tables and the three-column FTS table
+    old.executescript(TABLES_SQL + FTS_SQL + OLD_V2_ROWS + "PRAGMA user_version = 2;")
+    old.close()
+    store = SqliteStore(path)
+    assert store.meta("schema_version") == str(SCHEMA_VERSION) == "3"
+    assert store.lexical(words("parseHeaderLine"), 10) == [1]
+    assert store.pending_count() == 0 and [int(i) for i in store.vector_ids()] == [1]
+    store.write_files([pending_write(1, "b.md", ["def parseHeaderLine(): pass", "fresh"])])
+    assert [int(i) for i in store.chunk_ids()] == [1, 3, 4]  # id 2 is never handed out again
+    assert store.pending_texts(10) == [(text_hash("fresh"), "fresh")]  # hashed in the migration

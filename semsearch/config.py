@@ -23,6 +23,7 @@ INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
+MODEL_VARIANTS = ("auto", "fp32", "int8")  # builds of the default model (see semsearch.embedder)
 LANCEDB_MISSING = (
     "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb extra, "
     'which is not installed. Install it with: pip install "semsearch[lancedb]"'
@@ -51,6 +52,7 @@ class Settings:
     ignore_patterns: tuple[str, ...] | None = None
     ignore_file: str = ".indexignore"
     model_dir: Path | None = None
+    model_variant: str = "auto"
     store_backend: str = "sqlite"
 
     @property
@@ -190,6 +192,8 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         values["model_dir"] = path.parent / Path(model_dir).expanduser()
     if "storeBackend" in data:
         values["store_backend"] = _expect(path, "storeBackend", data["storeBackend"], str, "text")
+    if "modelVariant" in data:
+        values["model_variant"] = _expect(path, "modelVariant", data["modelVariant"], str, "text")
     return values
 
 
@@ -230,7 +234,14 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         values["model_dir"] = Path(env["SS_MODEL_DIR"]).expanduser()
     if env.get("SS_STORE_BACKEND"):
         values["store_backend"] = env["SS_STORE_BACKEND"]
+    if env.get("SS_MODEL_VARIANT"):
+        values["model_variant"] = env["SS_MODEL_VARIANT"]
     _check_backend(values.get("store_backend", "sqlite"), config_path)
+    if values.get("model_variant", "auto") not in MODEL_VARIANTS:
+        raise ConfigError(
+            f"Unknown model variant {values['model_variant']!r} (from SS_MODEL_VARIANT or "
+            f"{config_path}). Use one of: {', '.join(MODEL_VARIANTS)}."
+        )
     return Settings(
         config_path=config_path,
         config_exists=config_path.is_file(),

@@ -197,6 +197,8 @@ def search(
     """
     _validate(query, options)
     if options.mode != "bm25":
+        if (stored := store.model()) is not None:  # embed with the variant that built the index
+            embedder = embedder.variant_for(stored[0])
         embedder.preload()  # the model session builds while the vectors load
     cache.refresh(store)
     allowed = allowed_files(cache.refs, options.folder, options.glob)

@@ -1,6 +1,7 @@
 """Indexing throughput and memory: index a folder from scratch in a child process.
 
-    python bench/throughput.py CORPUS_DIR [--json PATH] [--no-raw]
+    python bench/throughput.py CORPUS_DIR [--json PATH] [--no-raw] [--variant fp32|int8|auto]
+                               [--raw-variants fp32,int8]
 
 Reports wall time as a user sees it (interpreter start, imports, model load, index run), files,
 chunks, model tokens (special tokens included, clipped to the 256-token window), chunks/s and
@@ -8,6 +9,11 @@ tokens/s of the index run, peak RSS of the child (``ru_maxrss`` from ``wait4``, 
 VmRSS sample curve), index size on disk per chunk, and the raw model speed: tokens/s of
 onnxruntime alone on a sample of the same chunk texts, sorted by length, at the best batch size.
 ``efficiency`` = pipeline tokens/s ÷ raw tokens/s.
+
+``--variant`` picks the packaged model variant the index run uses (default: the embedder's CPU
+rule). ``--raw-variants fp32,int8`` measures the raw speed of each listed variant side by side,
+interleaved batch size by batch size, best of two passes each; ``efficiency`` stays relative to
+the variant that indexed.
 """
 
 from __future__ import annotations
@@ -38,10 +44,11 @@ from benchlib import (
 
 RAW_SAMPLE = 384
 RAW_BATCHES = (4, 8, 16, 32)
+RAW_PASSES = 2
 WINDOW = 256
 
 
-def child(corpus: Path, out: Path) -> int:
+def child(corpus: Path, out: Path, variant: str) -> int:
     """Runs in the child: import, load the model, index the corpus, write timings as JSON."""
     started = time.perf_counter()
     from semsearch.cli import configure_process
@@ -53,7 +60,7 @@ def child(corpus: Path, out: Path) -> int:
 
     imported = time.perf_counter()
     settings = load_settings(os.environ)
-    embedder = OnnxEmbedder(settings.model_dir)
+    embedder = OnnxEmbedder(settings.model_dir, variant=variant)
     embedder.embed(["load the model"])
     loaded = time.perf_counter()
     index = Index(settings, embedder)
@@ -67,16 +74,19 @@ def child(corpus: Path, out: Path) -> int:
         "files": report.total("indexed"),
         "chunks": report.total("chunks"),
         "skipped": report.total("skipped"),
+        "variant": embedder.variant,
+        "model_id": embedder.model_id,
         "errors": sum(len(f.problems) for f in report.folders),
     }
     out.write_text(json.dumps(payload), encoding="utf-8")
     return 0
 
 
-def run_child(corpus: Path, work: Path) -> dict[str, Any]:
+def run_child(corpus: Path, work: Path, variant: str) -> dict[str, Any]:
     """Index in a fresh process; wall time, rusage peak RSS and sampled RSS."""
     out = work / "child.json"
     command = [sys.executable, __file__, "--child", str(corpus), "--child-out", str(out)]
+    command += ["--variant", variant]
     with BusyMeter() as meter:
         started = time.perf_counter()
         proc = subprocess.Popen(command, env=child_env(work), cwd=work)
@@ -130,32 +140,44 @@ def token_ids(texts: list[str]) -> list[list[int]]:
     return [x if len(x) <= WINDOW else [*x[: WINDOW - 1], x[-1]] for x in ids]
 
 
-def raw_model_speed(ids: list[list[int]], settings_env: dict[str, str]) -> dict[str, Any]:
-    """Tokens/s of session.run alone on length-sorted batches of a sample, per batch size."""
+def raw_model_speed(
+    ids: list[list[int]], settings_env: dict[str, str], variants: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Tokens/s of session.run alone on length-sorted batches of a sample, per variant and batch
+    size; the variants take turns at each batch size so they see the same machine."""
     from semsearch.config import load_settings
     from semsearch.embedder import OnnxEmbedder, model_inputs
 
-    embedder = OnnxEmbedder(load_settings(settings_env).model_dir)
-    session = embedder._load(spinning=True)  # the session indexing uses, with its options
+    model_dir = load_settings(settings_env).model_dir
+    # The session indexing uses, with its options.
+    sessions = {v: OnnxEmbedder(model_dir, variant=v)._load(spinning=True) for v in variants}
     sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)
-    speeds: dict[int, float] = {}
+    tokens = sum(len(x) for x in sample)
+    speeds: dict[str, dict[int, float]] = {v: {} for v in variants}
     for size in RAW_BATCHES:
-        feeds = []
-        for start in range(0, len(sample), size):
-            feeds.append(model_inputs(session, sample[start : start + size])[0])
-        session.run(None, feeds[0])
-        wait_for_quiet(timeout=20)
-        started = time.perf_counter()
-        for feed in feeds:
-            session.run(None, feed)
-        speeds[size] = sum(len(x) for x in sample) / (time.perf_counter() - started)
-    best = max(speeds, key=lambda s: speeds[s])
-    return {
-        "raw_tokens_per_s": speeds[best],
-        "raw_best_batch": best,
-        "raw_by_batch": {k: round(v) for k, v in speeds.items()},
-        "raw_sample": len(sample),
-    }
+        for _ in range(RAW_PASSES):
+            for variant, session in sessions.items():
+                feeds = [
+                    model_inputs(session, sample[start : start + size])[0]
+                    for start in range(0, len(sample), size)
+                ]
+                session.run(None, feeds[0])
+                wait_for_quiet(timeout=20)
+                started = time.perf_counter()
+                for feed in feeds:
+                    session.run(None, feed)
+                speed = tokens / (time.perf_counter() - started)
+                speeds[variant][size] = max(speeds[variant].get(size, 0.0), speed)
+    figures = {}
+    for variant, by_batch in speeds.items():
+        best = max(by_batch, key=lambda s: by_batch[s])
+        figures[variant] = {
+            "raw_tokens_per_s": by_batch[best],
+            "raw_best_batch": best,
+            "raw_by_batch": {k: round(v) for k, v in by_batch.items()},
+            "raw_sample": len(sample),
+        }
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,11 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-raw", action="store_true", help="skip the raw model measurement")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--variant", default="auto", choices=("auto", "fp32", "int8"), help="model variant"
+    )
+    parser.add_argument(
+        "--raw-variants", metavar="LIST", help="raw speed of these variants (e.g. fp32,int8)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.corpus, args.child_out)
+        return child(args.corpus, args.child_out, args.variant)
     corpus = args.corpus.resolve()
     work = (args.work or DEFAULT_WORK / f"throughput-{corpus.name}").resolve()
     if work.exists():
@@ -179,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True)
     corpus_bytes = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     wait_for_quiet()
-    fig = run_child(corpus, work)
+    fig = run_child(corpus, work, args.variant)
     index_path = Path(bench_env(work)["SS_INDEX_PATH"])
     texts, stored_bytes = stored_chunks(index_path)
     ids = token_ids(texts)
@@ -193,8 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     fig["bytes_per_chunk"] = fig["index_bytes"] / max(fig["chunks"], 1)
     fig["index_breakdown"] = table_sizes(index_path)
     if not args.no_raw:
-        fig.update(raw_model_speed(ids, bench_env(work)))
+        listed = args.raw_variants.split(",") if args.raw_variants else []
+        variants = list(dict.fromkeys([fig["variant"] or "auto", *listed]))
+        raw = raw_model_speed(ids, bench_env(work), variants)
+        fig.update(raw[variants[0]])
         fig["efficiency"] = fig["tokens_per_s"] / fig["raw_tokens_per_s"]
+        if len(raw) > 1:
+            fig["raw_by_variant"] = raw
     report(corpus, fig)
     write_json(args.json, {"machine": machine(), "corpus": str(corpus), **fig})
     return 0
@@ -215,6 +248,7 @@ def table_sizes(index_path: Path) -> dict[str, int]:
 def report(corpus: Path, fig: dict[str, Any]) -> None:
     """Print the figures, one per line."""
     print(f"corpus            {corpus}  ({fig['corpus_mb']:.2f} MB)")
+    print(f"model             {fig['model_id']} (variant {fig['variant']})")
     print(f"files / chunks    {fig['files']} / {fig['chunks']}  ({fig['tokens']:,} model tokens)")
     print(
         f"wall (user view)  {fig['wall_s']:.1f} s  = import {fig['import_s']:.2f} + model "
@@ -230,6 +264,11 @@ def report(corpus: Path, fig: dict[str, Any]) -> None:
             f"{fig['raw_by_batch']})"
         )
         print(f"efficiency        {fig['efficiency']:.2f}")
+    for variant, raw in fig.get("raw_by_variant", {}).items():
+        print(
+            f"raw {variant:<14}{raw['raw_tokens_per_s']:,.0f} tokens/s "
+            f"(batch {raw['raw_best_batch']}; {raw['raw_by_batch']})"
+        )
     print(
         f"peak RSS          {fig['peak_rss_mib']:.0f} MiB "
         f"(sampled {fig['sampled_peak_rss_mib']:.0f})"

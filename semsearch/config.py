@@ -25,6 +25,7 @@ INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
+MODEL_VARIANTS = ("auto", "fp32", "int8")  # builds of the default model (see semsearch.embedder)
 LANCEDB_MISSING = (
     "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb extra, "
     'which is not installed. Install it with: pip install "semsearch[lancedb]"'
@@ -59,6 +60,7 @@ class Settings:
     ignore_patterns: tuple[str, ...] | None = None
     ignore_file: str = DEFAULT_IGNORE_FILE
     model_dir: Path | None = None
+    model_variant: str = "fp32"
     store_backend: str = "sqlite"
     allow_secret_patterns: tuple[str, ...] = ()
     index_kinds: frozenset[str] = frozenset()
@@ -232,6 +234,8 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         values["auto_index"] = _expect(
             path, "mcpAutoIndex", data["mcpAutoIndex"], bool, "true/false"
         )
+    if "modelVariant" in data:
+        values["model_variant"] = _expect(path, "modelVariant", data["modelVariant"], str, "text")
     return values
 
 
@@ -274,7 +278,14 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         values["store_backend"] = env["SS_STORE_BACKEND"]
     if env.get("SS_MCP_AUTO_INDEX"):
         values["auto_index"] = env["SS_MCP_AUTO_INDEX"].strip().lower() not in ("0", "false", "no")
+    if env.get("SS_MODEL_VARIANT"):
+        values["model_variant"] = env["SS_MODEL_VARIANT"]
     _check_backend(values.get("store_backend", "sqlite"), config_path)
+    if values.get("model_variant", "fp32") not in MODEL_VARIANTS:
+        raise ConfigError(
+            f"Unknown model variant {values['model_variant']!r} (from SS_MODEL_VARIANT or "
+            f"{config_path}). Use one of: {', '.join(MODEL_VARIANTS)}."
+        )
     return Settings(
         config_path=config_path,
         config_exists=config_path.is_file(),

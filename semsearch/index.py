@@ -105,7 +105,9 @@ class Index:
     def embedder(self) -> Embedder:
         """The embedder, created on first use (the ONNX session loads on first embed)."""
         if self._embedder is None:
-            self._embedder = OnnxEmbedder(self.settings.model_dir)
+            self._embedder = OnnxEmbedder(
+                self.settings.model_dir, variant=self.settings.model_variant
+            )
         return self._embedder
 
     def _open(self, create: bool = False) -> Store:
@@ -170,14 +172,17 @@ class Index:
         with write_lock(self.settings.store_path, wait_seconds, on_wait):
             store = self._open(create=True)
             stored = store.model()
-            if stored is not None and stored[0] != self.embedder.model_id:
+            embedder = self.embedder
+            if stored is not None and not force:  # the model variant that built it goes on
+                embedder = embedder.variant_for(stored[0])
+            if stored is not None and stored[0] != embedder.model_id:
                 if not force:
                     raise ModelMismatchError(
-                        model_mismatch_message(store.path, stored[0], self.embedder.model_id)
+                        model_mismatch_message(store.path, stored[0], embedder.model_id)
                     )
                 store.clear_chunks()
             _absorb(store, chosen)
-            indexer = Indexer(store, self.embedder, self._indexer_settings(), on_event)
+            indexer = Indexer(store, embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []
             for root in chosen:
                 left = None if max_files is None else max_files - sum(r.processed for r in reports)

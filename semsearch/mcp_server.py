@@ -173,7 +173,9 @@ class Tools:
     def _embedder(self, settings: Settings) -> Embedder:
         """The model for the settings, created once (call with the lock held)."""
         if settings.model_dir not in self._embedders:
-            self._embedders[settings.model_dir] = OnnxEmbedder(settings.model_dir)
+            self._embedders[settings.model_dir] = OnnxEmbedder(
+                settings.model_dir, variant=settings.model_variant
+            )
         return self._embedders[settings.model_dir]
 
     def _index(self, settings: Settings) -> Index:

@@ -141,6 +141,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     """
     _validate(query, options)
     if options.mode != "bm25":
+        if (stored := store.model()) is not None:  # embed with the variant that built the index
+            embedder = embedder.variant_for(stored[0])
         embedder.preload()  # the model session builds while the store reads its vectors
         store.preload()
     refs = store.file_refs()

@@ -3,21 +3,40 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from semsearch.embedder import HashEmbedder, OnnxEmbedder, _packaged_tokenizer
-from semsearch.errors import ModelError
+import semsearch
+from semsearch.config import load_settings
+from semsearch.embedder import (
+    INT8_MODEL_NAME,
+    INT8_MODEL_SHA256,
+    VARIANTS,
+    HashEmbedder,
+    OnnxEmbedder,
+    _packaged_tokenizer,
+    default_variant,
+)
+from semsearch.errors import ConfigError, ModelError
+from semsearch.index import Index
+from tests.conftest import write_tree
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
+# Cosine to the fp32 reference vectors: fp32 reproduces them, int8 stays close.
+REFERENCE_COSINE = {"fp32": 0.999, "int8": 0.98}
+# int8 quantises activations with one scale per call: a short text padded beside long ones moves.
+BATCH_COSINE = {"fp32": 0.999, "int8": 0.97}
 
 
-@pytest.fixture(scope="module")
-def embedder() -> OnnxEmbedder:
-    return OnnxEmbedder()
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def embedder(request: pytest.FixtureRequest) -> OnnxEmbedder:
+    return OnnxEmbedder(variant=request.param)
 
 
 def test_matches_recorded_reference_vectors(embedder: OnnxEmbedder) -> None:
@@ -25,8 +44,91 @@ def test_matches_recorded_reference_vectors(embedder: OnnxEmbedder) -> None:
     expected = np.asarray(REFERENCE["vectors"], dtype=np.float32)
     cosines = (vectors * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
     assert vectors.shape == (3, 384)
-    assert cosines.min() >= 0.999
-    assert embedder.model_id == REFERENCE["model_id"]
+    assert embedder.variant is not None
+    assert cosines.min() >= REFERENCE_COSINE[embedder.variant]
+
+
+def test_each_variant_has_its_own_verified_model_id() -> None:
+    assert OnnxEmbedder(variant="fp32").model_id == REFERENCE["model_id"]
+    assert OnnxEmbedder(variant="int8").model_id == f"{INT8_MODEL_NAME}@{INT8_MODEL_SHA256[:16]}"
+
+
+def test_corrupted_int8_model_is_refused(tmp_path: Path) -> None:
+    package = tmp_path / "semsearch"
+    shutil.copytree(Path(semsearch.__file__).parent, package)
+    model = package / "data" / "all-MiniLM-L6-v2" / "model-int8.onnx"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    script = (
+        "from semsearch.embedder import OnnxEmbedder\n"
+        "from semsearch.errors import ModelError\n"
+        "try:\n"
+        "    OnnxEmbedder(variant='int8').embed(['hello'])\n"
+        "except ModelError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # cwd too: `-c` puts it first on sys.path
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"{model} has sha256" in out
+    assert f"expected {INT8_MODEL_SHA256}" in out
+    assert "pip install --force-reinstall semsearch" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "machine", "expected"),
+    [
+        ({"avx2", "avx512f", "avx512_vnni", "amx_int8"}, "x86_64", "int8"),
+        ({"avx2", "avx_vnni"}, "x86_64", "int8"),
+        ({"avx2", "fma"}, "x86_64", "fp32"),
+        ({"avx2", "avx512_vnni"}, "AMD64", "int8"),
+        ({"asimd", "asimddp"}, "aarch64", "fp32"),
+        (set(), "x86_64", "fp32"),
+    ],
+)
+def test_default_variant_follows_the_cpu(flags: set[str], machine: str, expected: str) -> None:
+    assert default_variant(frozenset(flags), machine) == expected
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_variant_is_forced_by_env_or_config(tmp_path: Path, variant: str) -> None:
+    env = {"SS_CONFIG_PATH": str(tmp_path / "config.json"), "SS_INDEX_PATH": str(tmp_path / "i")}
+    assert Index(load_settings({**env, "SS_MODEL_VARIANT": variant})).embedder.model_id == (
+        VARIANTS[variant].model_id
+    )
+    (tmp_path / "config.json").write_text(json.dumps({"modelVariant": variant}))
+    assert Index(load_settings(env)).embedder.model_id == VARIANTS[variant].model_id
+    with pytest.raises(ConfigError, match="Unknown model variant 'int4'"):
+        load_settings({**env, "SS_MODEL_VARIANT": "int4"})
+
+
+def test_an_index_keeps_the_variant_that_built_it(tmp_path: Path) -> None:
+    folder = write_tree(
+        tmp_path / "docs",
+        {"pay.md": "Failed card payments are retried three times.", "soup.md": "Tomato soup."},
+    )
+    env = {"SS_CONFIG_PATH": str(tmp_path / "config.json"), "SS_INDEX_PATH": str(tmp_path / "i")}
+    old = Index(load_settings({**env, "SS_MODEL_VARIANT": "fp32"}))  # an index from before int8
+    old.update([folder])
+    expected = old.search("retry a failed payment", mode="vector")
+    old.close()
+
+    upgraded = Index(load_settings({**env, "SS_MODEL_VARIANT": "int8"}))
+    assert upgraded.search("retry a failed payment", mode="vector") == expected
+    (folder / "more.md").write_text("Refunds take five days.", encoding="utf-8")
+    upgraded.update([folder])  # incremental: still fp32 vectors
+    assert upgraded.status().model == (VARIANTS["fp32"].model_id, 384)
+    upgraded.update([folder], force=True)  # the rebuild moves to the configured variant
+    assert upgraded.status().model == (VARIANTS["int8"].model_id, 384)
+    assert upgraded.search("retry a failed payment", mode="vector")[0].path.endswith("pay.md")
+    upgraded.close()
 
 
 def test_vectors_are_unit_length(embedder: OnnxEmbedder) -> None:
@@ -53,7 +155,8 @@ def test_batching_does_not_change_vectors(embedder: OnnxEmbedder) -> None:
     texts = ["short", "a somewhat longer sentence about databases " * 3, "mid length text here"]
     together = embedder.embed(texts)
     alone = np.vstack([embedder.embed([t]) for t in texts])
-    assert ((together * alone).sum(axis=1) >= 0.999).all()
+    assert embedder.variant is not None
+    assert ((together * alone).sum(axis=1) >= BATCH_COSINE[embedder.variant]).all()
 
 
 def test_long_text_is_truncated_to_the_window(embedder: OnnxEmbedder) -> None:
@@ -96,11 +199,12 @@ def test_query_embedding_matches_batch_embedding(embedder: OnnxEmbedder) -> None
     single = embedder.embed_query(query)
     batched = embedder.embed([query, "another text in the same batch"])[0]
     assert single.shape == (384,)
-    assert float(single @ batched) >= 0.999
+    assert embedder.variant is not None
+    assert float(single @ batched) >= BATCH_COSINE[embedder.variant]
 
 
 def test_one_shot_session_gives_the_same_vectors(embedder: OnnxEmbedder) -> None:
-    one_shot = OnnxEmbedder(one_shot=True)
+    one_shot = OnnxEmbedder(one_shot=True, variant=embedder.variant)
     for text in ("retry with exponential backoff", "def parse_header(line):", "café"):
         fast, optimised = one_shot.embed_query(text), embedder.embed_query(text)
         assert float(fast @ optimised) > 0.9999, text

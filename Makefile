@@ -17,8 +17,8 @@ test: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check semsearch tests bench
-	$(BIN)/ruff format --check semsearch tests bench
+	$(BIN)/ruff check semsearch tests bench scripts
+	$(BIN)/ruff format --check semsearch tests bench scripts
 	$(BIN)/mypy
 
 # Quick set (a few minutes once the SciFact index exists); bench/README.md explains each script.

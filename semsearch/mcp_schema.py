@@ -95,12 +95,17 @@ KParam = Annotated[TopK, Field(description=f"Number of results (default {DEFAULT
 """The k parameter of search and gather."""
 
 
-class HitJson(TypedDict):
-    """One search result."""
+class FileJson(TypedDict):
+    """Where a result is: the fields every tool's results share."""
 
     filePath: Annotated[str, Field(description="Absolute path of the file")]
     folder: Annotated[str, Field(description="Name of the configured folder")]
     relPath: Annotated[str, Field(description="Path relative to the folder")]
+
+
+class HitJson(FileJson):
+    """One search result."""
+
     startLine: Annotated[int, Field(description="First line of the chunk (1-based)")]
     endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
     page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
@@ -138,12 +143,9 @@ class PassageJson(TypedDict):
     ]
 
 
-class GatherHitJson(TypedDict):
+class GatherHitJson(FileJson):
     """One gather result: the hit (as search gives it, without its text) and its passage."""
 
-    filePath: Annotated[str, Field(description="Absolute path of the file")]
-    folder: Annotated[str, Field(description="Name of the configured folder")]
-    relPath: Annotated[str, Field(description="Path relative to the folder")]
     startLine: Annotated[int, Field(description="First line of the chunk (1-based)")]
     endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
     page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
@@ -163,12 +165,9 @@ class GatherOutput(TypedDict):
     ]
 
 
-class LinesOutput(TypedDict):
+class LinesOutput(FileJson):
     """The cat_file tool's structured result."""
 
-    filePath: Annotated[str, Field(description="Absolute path of the file")]
-    folder: Annotated[str, Field(description="Name of the configured folder")]
-    relPath: Annotated[str, Field(description="Path relative to the folder")]
     startLine: Annotated[int, Field(description="First line shown (1-based)")]
     endLine: Annotated[int, Field(description="Last line shown, inclusive (0: empty file)")]
     totalLines: Annotated[int, Field(description="Lines in the whole file")]
@@ -177,12 +176,9 @@ class LinesOutput(TypedDict):
     note: NotRequired[Annotated[str, Field(description="Where to continue when truncated")]]
 
 
-class GrepMatchJson(TypedDict):
+class GrepMatchJson(FileJson):
     """One matching line."""
 
-    filePath: Annotated[str, Field(description="Absolute path of the file")]
-    folder: Annotated[str, Field(description="Name of the configured folder")]
-    relPath: Annotated[str, Field(description="Path relative to the folder")]
     line: Annotated[int, Field(description="Line number (1-based)")]
     text: Annotated[str, Field(description="The line (a window around the match if long)")]
     page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]

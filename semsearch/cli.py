@@ -258,8 +258,9 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
         known = [f for f in index.folders() if f.is_configured or not args.keep_index]
         chosen = [resolve_folder(target, known, Path.cwd()).path for target in args.targets]
         chosen = list(dict.fromkeys(chosen))
-        change = remove_roots(settings.config_path, chosen)
+        # The index first: if it cannot be written (read-only, disk full), the config stays too.
         files = 0 if args.keep_index else sum(index.purge(path) for path in chosen)
+        change = remove_roots(settings.config_path, chosen)
     finally:
         index.close()
     for path in change.changed:

@@ -197,6 +197,18 @@ def test_a_read_only_index_is_searched_and_refuses_updates(
     assert names == ["index.db", "index.db.lock"]  # the lock of the run that made it
 
 
+def test_remove_on_a_read_only_index_leaves_the_config_as_it_was(
+    read_only_index: dict[str, Path],
+) -> None:
+    before = run_cli("list").stdout
+    refused = run_cli("remove", str(read_only_index["proj"]))
+    assert refused.returncode == 1
+    (line,) = error_lines(refused.stderr)
+    assert "read-only" in line
+    after = run_cli("list")
+    assert after.stdout == before and str(read_only_index["proj"]) in after.stdout
+
+
 def test_the_mcp_read_tools_work_on_a_read_only_index(
     read_only_index: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import semsearch
 
 PACKAGE = Path(semsearch.__file__).parent
@@ -76,3 +78,12 @@ def test_no_module_over_500_lines() -> None:
     }
     assert len(sizes) > 20
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_every_subpackage_is_packaged() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(project["tool"]["setuptools"]["packages"])
+    found = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    assert "semsearch.store" in found
+    assert found <= listed, f"pyproject's packages miss {sorted(found - listed)}"

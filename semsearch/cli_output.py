@@ -79,6 +79,12 @@ def print_report(report: IndexReport) -> None:
             f"{folder.chunks} chunks written  {folder.seconds:.1f}s"
             + ("  (truncated by --max-files)" if folder.truncated else "")
         )
+    if report.chunks_embedded or report.chunks_pending:  # the second pass, after every folder
+        waiting = f", {report.chunks_pending} still waiting" if report.chunks_pending else ""
+        print(
+            f"  vectors: {report.chunks_embedded} chunks embedded{waiting}"
+            f"  {report.seconds:.1f}s in all"
+        )
     if len(report.folders) > 1:
         errors = sum(len(f.problems) for f in report.folders)
         print(

@@ -108,6 +108,16 @@ def test_dry_run_lists_files_and_reasons(capsys: pytest.CaptureFixture[str], pro
     assert "too large" in reasons["big.log"] and "binary" in reasons["image.png"]
 
 
+def test_summary_counts_the_vector_pass_and_the_whole_run_time(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    code, out, _ = run(capsys, "index", str(project))
+    assert code == 0
+    line = next(row for row in out.splitlines() if "vectors:" in row)
+    assert line.startswith("  vectors: 1 chunks embedded  ") and line.endswith("s in all")
+    assert "vectors:" not in run(capsys, "index", str(project))[1]  # nothing left to embed
+
+
 def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: Path) -> None:
     code, out, _ = run(capsys, "index", str(project), "--json")
     assert code == 0 and json.loads(out)["filesIndexed"] == 1

@@ -50,6 +50,21 @@ STORED_SKIP_REASONS = {
 }
 
 
+def text_of(rel: str, data: bytes, max_text_size: int) -> tuple[Extracted | None, str, str]:
+    """(text, status, reason) of a file's bytes as an index run takes them: ``ok`` with the
+    extracted text, else ``binary``, ``error`` (extraction failed) or ``too_large``, with the
+    reason. The dry-run plan (:mod:`semsearch.plan`) asks the same function, so both agree."""
+    if is_binary_content(rel, data):
+        return None, "binary", "binary content"
+    try:
+        extracted = extract(rel, data)
+    except ExtractError as exc:
+        return None, "error", str(exc)
+    if len(extracted.text) > max_text_size:
+        return None, "too_large", f"{len(extracted.text):,} characters of text"
+    return extracted, "ok", ""
+
+
 @dataclass(frozen=True)
 class Problem:
     """A file or folder that could not be indexed, and why."""
@@ -262,23 +277,15 @@ class Indexer:
             run.unchanged += 1
             self._emit(name, entry.rel, "touched", run, total)
             return
-        if is_binary_content(entry.rel, data):
-            self._record(run, entry, "binary", digest, "binary content", name)
-            return
-        try:
-            extracted = extract(entry.rel, data)
-        except ExtractError as exc:
-            self._record(run, entry, "error", digest, str(exc), name)
+        extracted, status, reason = text_of(entry.rel, data, self._settings.max_text_size)
+        if extracted is None:
+            self._record(run, entry, status, digest, reason, name)
             return
         self._chunk(run, entry, digest, extracted, name)
 
     def _chunk(
         self, run: _Run, entry: FileEntry, digest: str, extracted: Extracted, name: str
     ) -> None:
-        if len(extracted.text) > self._settings.max_text_size:
-            size = len(extracted.text)
-            self._record(run, entry, "too_large", digest, f"{size:,} characters of text", name)
-            return
         records = self._records(extracted)
         if not records:
             self._record(run, entry, "empty", digest, "no text", name)

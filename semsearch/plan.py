@@ -12,9 +12,7 @@ from pathlib import Path
 
 from semsearch.access import read_file_bytes
 from semsearch.errors import ExtractError
-from semsearch.extract import extract
-from semsearch.filetype import is_binary_content
-from semsearch.indexer import STORED_SKIP_REASONS, IndexerSettings
+from semsearch.indexer import STORED_SKIP_REASONS, IndexerSettings, text_of
 from semsearch.listing import FileEntry, Listing, Skip
 from semsearch.store import FileState
 
@@ -44,22 +42,19 @@ def is_same(state: FileState, entry: FileEntry) -> bool:
 def preview(entry: FileEntry, settings: IndexerSettings) -> tuple[str, str] | None:
     """Why an index run would skip or fail on a file (("skipped"|"error", reason)), or None.
 
-    The same checks, in the same order and with the same reasons, as the indexer's read step
-    (``Indexer._prepare`` and ``_chunk``): read, binary content, extraction, text size, no text.
+    The indexer's read step without the model: the same read, then :func:`indexer.text_of`;
+    text that is only white space has no chunks, as the indexer finds when it chunks it.
     """
     try:
         data = read_file_bytes(entry, settings.ignore)
     except (OSError, ExtractError) as exc:
         return ("error", str(exc))
-    if is_binary_content(entry.rel, data):
-        return ("skipped", "binary: binary content")
-    try:
-        text = extract(entry.rel, data).text
-    except ExtractError as exc:
-        return ("error", str(exc))
-    if len(text) > settings.max_text_size:
-        return ("skipped", f"too_large: {len(text):,} characters of text")
-    if not text.strip():
+    extracted, status, reason = text_of(entry.rel, data, settings.max_text_size)
+    if status == "error":
+        return ("error", reason)
+    if extracted is None:
+        return ("skipped", f"{status}: {reason}")
+    if not extracted.text.strip():
         return ("skipped", "empty: no text")
     return None
 

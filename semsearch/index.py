@@ -289,16 +289,13 @@ class Index:
         uses; reads no file.
         """
         chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
-        if not self.settings.store_path.exists():
-            return sum(len(listing.files) for listing in self.plan(chosen)) if chosen else 0
-        store = self._open()
-        indexed = {f.path: f for f in self._indexed_folders()}
-        changed = store.pending_count()
+        exists = self.settings.store_path.exists()
+        indexed = {f.path: f for f in self._indexed_folders()} if exists else {}
+        changed = self._open().pending_count() if exists else 0
         for root in chosen:
             folder = indexed.get(str(root))
             if folder is not None:
-                info = FolderInfo(folder.name, root, True, folder.files, folder.chunks, None)
-                changed += self._folder_status(info, folder).changed
+                changed += self._compare(folder)[0]
             elif root.is_dir():
                 changed += len(list_files(root, ignore_settings(self.settings)).files)
         return changed
@@ -402,9 +399,14 @@ class Index:
         return Status(path, True, size, model, tuple(rows), pending)
 
     def _folder_status(self, info: FolderInfo, folder: Folder) -> FolderStatus:
+        return FolderStatus(info, True, *self._compare(folder))
+
+    def _compare(self, folder: Folder) -> tuple[int, int, int]:
+        """(changed, skipped, errors) of an indexed folder's files now, as an index run would
+        count them; zeros when the folder is gone from disk. Lists the folder; reads no file."""
         root = Path(folder.path)
         if not root.is_dir():
-            return FolderStatus(info, True)
+            return 0, 0, 0
         listing = list_files(root, ignore_settings(self.settings))
         states = self._open().file_states(folder.id)
         listed = {e.rel for e in listing.files}
@@ -415,7 +417,7 @@ class Index:
         kept = [s.status for rel, s in states.items() if rel in listed]
         skipped = len(listing.skipped) + sum(1 for s in kept if s not in ("ok", "error"))
         errors = len(listing.errors) + kept.count("error")
-        return FolderStatus(info, True, differs + gone, skipped, errors)
+        return differs + gone, skipped, errors
 
     def close(self) -> None:
         """Close the index file and wait for the model's background load, if one runs."""

@@ -495,3 +495,22 @@ def test_watch_indexes_again_when_a_file_changes_until_stopped(index: Index, fol
     assert not watcher.is_alive()
     assert [r.total("indexed") for r in reports[:2]] == [3, 1]
     assert rels(index, "durians")[0] == "d.md"
+
+
+def test_pending_work_counts_what_an_update_would_do(tmp_path: Path, hash_index: Index) -> None:
+    root = write_tree(
+        tmp_path / "work",
+        {"a.py": "def a():\n    return 1\n", "b.md": "# B\n\ntext\n", "blob.txt": b"ab\x00cd"},
+    )
+    assert not hash_index.settings.store_path.exists()
+    # No index yet: every listed file is work, the binary-content one too (only reading it tells).
+    assert hash_index.pending_work([root]) == 3
+    assert not hash_index.settings.store_path.exists()  # asking created nothing
+    hash_index.update([root])
+    assert hash_index.pending_work([root]) == 0
+    (root / "b.md").write_text("# B\n\nmore text\n")
+    (root / "c.txt").write_text("new\n")
+    (root / "a.py").unlink()
+    assert hash_index.pending_work([root]) == 3  # changed, new and gone
+    hash_index.update([root])
+    assert hash_index.pending_work([root]) == 0

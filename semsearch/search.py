@@ -126,9 +126,9 @@ def allowed_files(
     return [r.id for r in chosen]
 
 
-def check_model(store: Store, embedder: Embedder) -> None:
-    """Refuse to compare a query vector with vectors from another model."""
-    stored = store.model()
+def check_model(store: Store, embedder: Embedder, stored: tuple[str, int] | None) -> None:
+    """Refuse to compare a query vector with vectors from another model (``stored``: the
+    store's recorded model, read once per search)."""
     if stored is not None and stored[0] != embedder.model_id:
         raise ModelMismatchError(model_mismatch_message(store.path, stored[0], embedder.model_id))
 
@@ -140,8 +140,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     store ranks its vectors: SQLite, onnxruntime and numpy all release the GIL.
     """
     _validate(query, options)
+    stored = store.model() if options.mode != "bm25" else None
     if options.mode != "bm25":
-        if (stored := store.model()) is not None:  # embed with the variant that built the index
+        if stored is not None:  # embed with the variant that built the index
             embedder = embedder.variant_for(stored[0])
         embedder.preload()  # the model session builds while the store reads its vectors
         store.preload()
@@ -153,7 +154,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     info = query_info(query)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
-        check_model(store, embedder)
+        check_model(store, embedder, stored)
     lexical: Future[dict[str, list[int]]] | None = None
     if options.mode != "vector":
         lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed)

@@ -12,6 +12,7 @@ import pytest
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.index import Index
+from semsearch.store import Store, open_store
 
 
 @pytest.fixture(autouse=True)
@@ -81,3 +82,17 @@ def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
         else:
             path.write_text(content, encoding="utf-8")
     return root
+
+
+def location(tmp_path: Path, backend: str) -> Path:
+    """Where a store of ``backend`` lives under ``tmp_path``."""
+    return tmp_path / ("index.db" if backend == "sqlite" else "lancedb")
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A new store of each backend, its model set (the store and store-pending tests)."""
+    backend = str(request.param)
+    opened = open_store(backend, location(tmp_path, backend), create=True)
+    opened.set_model("model-a", 4)
+    return opened

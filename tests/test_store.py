@@ -30,7 +30,7 @@ from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_loc
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite import SqliteStore
 from semsearch.store.sqlite_schema import SCHEMA_VERSION, TABLES_SQL
-from tests.conftest import BACKENDS
+from tests.conftest import BACKENDS, location
 
 
 def record(text: str, line: int = 1) -> ChunkRecord:
@@ -45,18 +45,6 @@ def file_write(folder_id: int, rel: str, texts: list[str], dim: int = 4) -> File
 
 def words(*alternatives: str, columns: tuple[str, ...] = COLUMNS) -> LexicalQuery:
     return LexicalQuery(alternatives, columns)
-
-
-def location(tmp_path: Path, backend: str) -> Path:
-    return tmp_path / ("index.db" if backend == "sqlite" else "lancedb")
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    backend = str(request.param)
-    opened = open_store(backend, location(tmp_path, backend), create=True)
-    opened.set_model("model-a", 4)
-    return opened
 
 
 @pytest.fixture

@@ -11,28 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch.store import FileWrite, Store, open_store, text_hash
+from semsearch.store import FileWrite, Store, text_hash
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite import SqliteStore
 from semsearch.store.sqlite_schema import FTS_SQL, SCHEMA_VERSION, TABLES_SQL, connect
-from tests.conftest import BACKENDS
 from tests.test_store import (
     CountingSource,
     assert_same_ranking,
     file_write,
     fts_count,
-    location,
     record,
     words,
 )
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    backend = str(request.param)
-    opened = open_store(backend, location(tmp_path, backend), create=True)
-    opened.set_model("model-a", 4)
-    return opened
 
 
 def pending_write(folder_id: int, rel: str, texts: list[str]) -> FileWrite:

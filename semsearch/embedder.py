@@ -438,7 +438,6 @@ class HashEmbedder:
         return unit
 
 
-_packaged_tokenizer = packaged_tokenizer  # the name tests and bench scripts import
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_MODEL_SHA256",

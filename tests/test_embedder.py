@@ -20,11 +20,11 @@ from semsearch.embedder import (
     VARIANTS,
     HashEmbedder,
     OnnxEmbedder,
-    _packaged_tokenizer,
     default_variant,
 )
 from semsearch.errors import ConfigError, ModelError
 from semsearch.index import Index
+from semsearch.model_files import packaged_tokenizer
 from tests.conftest import write_tree
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
@@ -181,7 +181,7 @@ def test_model_dir_without_model_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_corrupt_model_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "model.onnx").write_bytes(b"not an onnx model")
-    shutil.copy(_packaged_tokenizer(), tmp_path / "tokenizer.json")
+    shutil.copy(packaged_tokenizer(), tmp_path / "tokenizer.json")
     broken = OnnxEmbedder(tmp_path)
     assert broken.model_id.startswith(f"{tmp_path.name}@")
     with pytest.raises(ModelError, match="Cannot load model"):

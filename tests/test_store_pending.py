@@ -6,11 +6,14 @@ Tests taking the ``store`` fixture run against both backends.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from semsearch.errors import ReadOnlyError
 from semsearch.store import FileWrite, Store, text_hash
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite import SqliteStore
@@ -102,3 +105,19 @@ def test_version_2_index_gets_nullable_vectors_and_text_hashes(tmp_path: Path) -
     store.write_files([pending_write(1, "b.md", ["def parseHeaderLine(): pass", "fresh"])])
     assert [int(i) for i in store.chunk_ids()] == [1, 3, 4]  # id 2 is never handed out again
     assert store.pending_texts(10) == [(text_hash("fresh"), "fresh")]  # hashed in the migration
+
+
+def test_a_read_only_index_that_needs_an_upgrade_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    old = connect(path)
+    old.executescript(TABLES_SQL + FTS_SQL + OLD_V2_ROWS + "PRAGMA user_version = 2;")
+    old.close()
+    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], check=False).returncode:
+        pytest.skip("needs root and chattr to make a file unwritable for root")
+    try:
+        with pytest.raises(ReadOnlyError) as caught:
+            SqliteStore(path)
+        assert str(path) in str(caught.value) and "schema version 2" in str(caught.value)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert SqliteStore(path).meta("schema_version") == "3"  # with write access it upgrades

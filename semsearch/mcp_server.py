@@ -79,6 +79,7 @@ from semsearch.mcp_schema import (
 )
 from semsearch.passage import gather, read_lines
 from semsearch.search import Hit
+from semsearch.store import LockHolder
 
 logger = logging.getLogger("semsearch.mcp")
 INLINE_FILES = 20  # changed files search and gather index before answering; more: background
@@ -368,6 +369,7 @@ class Tools:
                         max_files=maxFiles,
                         wait_seconds=INDEX_LOCK_WAIT,
                         on_event=progress,
+                        on_wait=progress.waiting,
                     )
                 )
             finally:
@@ -387,6 +389,16 @@ class _Progress:
         self._sent = 0
         self._sent_at = 0.0
 
+    def waiting(self, holder: LockHolder) -> None:
+        """Say at once that the run waits for the one holding the writer lock."""
+        self._send(0, None, f"waiting for the index run holding the lock ({holder.describe()})")
+
+    def _send(self, done: float, total: float | None, message: str) -> None:
+        try:
+            anyio.from_thread.run(self._ctx.report_progress, done, total, message)
+        except Exception:  # a client gone away must not abort the index run
+            logger.debug("progress notification not sent", exc_info=True)
+
     def __call__(self, event: FileEvent) -> None:
         name, last_done, last_total = self._folder
         if event.folder != name or event.done < last_done:  # the next folder started
@@ -399,12 +411,7 @@ class _Progress:
             return
         self._sent, self._sent_at = done, now
         message = f"{event.folder}: {event.done}/{event.total} files, {event.chunks} chunks"
-        try:
-            anyio.from_thread.run(
-                self._ctx.report_progress, done, self._done_before + event.total, message
-            )
-        except Exception:  # a client gone away must not abort the index run
-            logger.debug("progress notification not sent", exc_info=True)
+        self._send(done, self._done_before + event.total, message)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -436,10 +436,17 @@ def test_index_waits_for_a_running_cli_index(
     other.start()
     held.wait()
     started = time.monotonic()
-    summary = json.loads(ok(client.call("index", {})))
+    messages: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    summary = json.loads(ok(client.call("index", {}, progress_callback=on_progress)))
     other.join()
     assert time.monotonic() - started > 1
     assert summary["errors"] == 0
+    first = messages[0] or ""  # the lock holder is this test process
+    assert first.startswith(f"waiting for the index run holding the lock (pid {os.getpid()}, ")
 
 
 @pytest.mark.parametrize("secret", SECRETS)

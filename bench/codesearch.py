@@ -1,14 +1,19 @@
-"""Code-search quality: semble's benchmark on 7 repos rebuilt from PyPI/npm packages.
+"""Code-search quality: semble's benchmark, the 7-repo set and the 39-repo codebench-wide set.
 
-    bash /path/to/shared/eval/codesearch/fetch.sh --dest WORK/repos   # once (~107 MB)
-    python bench/codesearch.py /path/to/shared/eval/codesearch --repos WORK/repos [--only zig]
+    bash /path/to/shared/eval/codesearch/fetch.sh --dest WORK/repos7      # once (~107 MB)
+    bash /path/to/shared/eval/codebench-wide/unpack.sh WORK/repos39      # once (seconds)
+    python bench/codesearch.py EVAL/codesearch EVAL/codebench-wide \
+        --repos WORK/repos7 --repos WORK/repos39 [--only zig,tokio] [--files all]
 
-For each repo in packages.json: index ``repos/<name>/<index_root>`` (code files only, the semble
-protocol: an allow-list ``.indexignore`` next to the bench config), run the repo's queries with
-k = 10, write the run file (one JSON line a query), then score it with the benchmark's own
-``score.py`` (nDCG@10 exactly as semble computes it) and print its per-repo and per-category table.
-Indexes are kept in the work folder and updated incrementally, so a re-run after a ranking-only
-change only searches.
+Each positional argument is a benchmark folder (``packages.json`` or ``repos.json``,
+``queries.jsonl``, ``score.py``); ``--repos`` gives, in the same order, where its trees are
+(default ``<benchmark>/repos``). For each repo: index ``<repos>/<name>/<index_root>`` (``--files
+code``, the default, is semble's protocol: an allow-list ``.indexignore`` that keeps code files
+only; ``--files all`` indexes every file as a user would), run the repo's queries with k = 10,
+write the run file, score it with that benchmark's own ``score.py`` (nDCG@10 as semble computes
+it) and print its tables; then one summary over all sets: mean over repos, per category (mean over
+repos of per-repo category means) and per language. Indexes are kept in the work folder and
+updated incrementally, so a re-run after a ranking-only change only searches.
 """
 
 from __future__ import annotations
@@ -18,20 +23,23 @@ import json
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
-from benchlib import DEFAULT_WORK, bench_env
+from benchlib import DEFAULT_WORK, bench_env, machine
 
 from semsearch.config import load_settings
 from semsearch.index import Index
 
 # semble's code extensions (its README: .md/.json/.yaml/.toml are not indexed).
 _CODE_EXTENSIONS_TEXT = (
-    "py js jsx ts tsx mjs cjs go rs java kt kts scala c h cc cpp cxx hpp hh hxx rb sh bash zsh "
-    "zig swift cs php lua ex exs hs ml dart"
+    "py js jsx ts tsx mjs cjs go rs java kt kts scala sbt c h cc cpp cxx hpp hh hxx rb sh bash "
+    "zsh zig swift cs php lua ex exs hs ml dart sql"
 )
 CODE_EXTENSIONS = _CODE_EXTENSIONS_TEXT.split()
+CATEGORIES = ("architecture", "semantic", "symbol")
 
 
 def allow_list() -> str:
@@ -40,27 +48,33 @@ def allow_list() -> str:
 
 
 def run_repo(
-    package: dict[str, Any], repos: Path, queries: list[dict[str, Any]], work: Path, mode: str
+    repo: dict[str, Any], trees: Path, queries: list[dict[str, Any]], work: Path, args: Any
 ) -> list[str]:
-    """Index one repo and return its run lines."""
+    """Index one repo (incrementally) and return its run lines."""
     env = bench_env(work)
-    env["SS_INDEX_PATH"] = str(work / f"{package['name']}.db")
-    (work / ".indexignore").write_text(allow_list(), encoding="utf-8")
+    env["SS_INDEX_PATH"] = str(work / f"{repo['name']}.db")
+    ignore = work / ".indexignore"
+    if args.files == "code":
+        ignore.write_text(allow_list(), encoding="utf-8")
+    else:
+        ignore.write_text("", encoding="utf-8")
     index = Index(load_settings(env))
-    package_root = repos / package["name"]
-    started = time.perf_counter()
-    report = index.update([package_root / package["index_root"]])
-    print(
-        f"{package['name']}: {report.total('indexed')} files (re)indexed, "
-        f"{report.total('chunks')} chunks, {time.perf_counter() - started:.1f} s",
-        file=sys.stderr,
-    )
+    root = trees / repo["name"]
+    if not args.no_update:
+        started = time.perf_counter()
+        report = index.update([root / repo["index_root"]])
+        if report.total("indexed"):
+            print(
+                f"{repo['name']}: {report.total('indexed')} files (re)indexed, "
+                f"{report.total('chunks')} chunks, {time.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+            )
     lines = []
     for query in queries:
-        hits = index.search(query["query"], k=10, mode=mode)  # type: ignore[arg-type]
+        hits = index.search(query["query"], k=10, mode=args.mode)
         results = [
             {
-                "path": str(Path(h.path).relative_to(package_root)),
+                "path": str(Path(h.path).relative_to(root)),
                 "start_line": h.start_line,
                 "end_line": h.end_line,
             }
@@ -71,34 +85,94 @@ def run_repo(
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Index every repo, run its queries, score the run with the benchmark's score.py."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("benchmark", type=Path, help="the codesearch folder (packages.json, …)")
-    parser.add_argument("--repos", type=Path, help="where fetch.sh put the repos")
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK / "codesearch")
-    parser.add_argument("--mode", default="hybrid", choices=("hybrid", "vector", "bm25"))
-    parser.add_argument("--only", help="comma-separated repo names")
-    args = parser.parse_args(argv)
-    repos = args.repos or args.benchmark / "repos"
-    packages = json.loads((args.benchmark / "packages.json").read_text(encoding="utf-8"))
+def run_set(benchmark: Path, trees: Path, args: Any) -> dict[str, Any] | None:
+    """Index and query every selected repo of one benchmark; score it; return score.py's JSON."""
+    meta = benchmark / "packages.json"
+    if not meta.exists():
+        meta = benchmark / "repos.json"
+    repos = json.loads(meta.read_text(encoding="utf-8"))
     queries = [
         json.loads(line)
-        for line in (args.benchmark / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+        for line in (benchmark / "queries.jsonl").read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
-    only = set(args.only.split(",")) if args.only else None
+    chosen = [r for r in repos if args.only is None or r["name"] in args.only]
+    if not chosen:
+        return None
+    work = args.work / benchmark.name / args.files
     lines: list[str] = []
-    for package in packages:
-        if only is None or package["name"] in only:
-            mine = [q for q in queries if q["repo"] == package["name"]]
-            lines.extend(run_repo(package, repos, mine, args.work, args.mode))
-    run_file = args.work / f"run-{args.mode}.jsonl"
+    for repo in chosen:
+        mine = [q for q in queries if q["repo"] == repo["name"]]
+        lines.extend(run_repo(repo, trees, mine, work, args))
+    run_file = work / f"run-{args.mode}.jsonl"
     run_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    score = [sys.executable, str(args.benchmark / "score.py"), str(run_file)]
-    if only and len(only) == 1:
-        score += ["--repo", next(iter(only))]
-    return subprocess.run(score, check=False).returncode
+    scores = work / f"score-{args.mode}.json"
+    command = [sys.executable, str(benchmark / "score.py"), str(run_file), "--json", str(scores)]
+    command += ["--per-query", str(work / f"per-query-{args.mode}.jsonl")]
+    for repo in chosen:
+        command += ["--repo", repo["name"]]
+    if args.compare:
+        command.append("--compare")
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    if not args.quiet:
+        print(f"== {benchmark.name} ({args.files} files, {args.mode})\n{output}")
+    result: dict[str, Any] = json.loads(scores.read_text(encoding="utf-8"))
+    result["language"] = {r["name"]: r["language"] for r in chosen}
+    return result
+
+
+def summary(results: list[dict[str, Any]]) -> str:
+    """Mean over all repos of all sets, per category and per language, as score.py counts them."""
+    per_repo: dict[str, float] = {}
+    by_category: dict[str, list[float]] = defaultdict(list)
+    by_language: dict[str, list[float]] = defaultdict(list)
+    for result in results:
+        for repo, score in result["per_repo"].items():
+            per_repo[repo] = score
+            by_language[result["language"][repo]].append(score)
+            for category, value in result["per_repo_by_category"][repo].items():
+                by_category[category].append(value)
+    sets = "  ".join(f"{Path(r['run']).parent.parent.name} {r['macro']:.4f}" for r in results)
+    lines = [f"ALL {len(per_repo)} repos: mean {mean(per_repo.values()):.4f}   ({sets})"]
+    lines.append(
+        "  category: "
+        + "  ".join(f"{c} {mean(by_category[c]):.4f}" for c in CATEGORIES if by_category[c])
+    )
+    lines.append(
+        "  language: "
+        + "  ".join(f"{lang} {mean(v):.3f}" for lang, v in sorted(by_language.items()))
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Index every repo of every set, run its queries, score each set and all of them together."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("benchmarks", type=Path, nargs="+", help="benchmark folders")
+    parser.add_argument(
+        "--repos", type=Path, action="append", default=[], help="trees, per benchmark in order"
+    )
+    parser.add_argument("--work", type=Path, default=DEFAULT_WORK / "codesearch")
+    parser.add_argument("--mode", default="hybrid", choices=("hybrid", "vector", "bm25"))
+    parser.add_argument("--files", default="code", choices=("code", "all"))
+    parser.add_argument("--only", type=lambda s: set(s.split(",")), help="repo names, a,b,c")
+    parser.add_argument("--no-update", action="store_true", help="search the indexes as they are")
+    parser.add_argument("--compare", action="store_true", help="published figures per repo")
+    parser.add_argument("--quiet", action="store_true", help="only the summary")
+    args = parser.parse_args(argv)
+    if len(args.repos) > len(args.benchmarks):
+        parser.error("more --repos than benchmarks")
+    results = []
+    for position, benchmark in enumerate(args.benchmarks):
+        trees = args.repos[position] if position < len(args.repos) else benchmark / "repos"
+        result = run_set(benchmark, trees, args)
+        if result is not None:
+            results.append(result)
+    if not results:
+        parser.error("no repo selected")
+    print(summary(results))
+    print(f"machine: {machine()}")
+    return 0
 
 
 if __name__ == "__main__":

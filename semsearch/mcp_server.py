@@ -26,13 +26,11 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
@@ -48,8 +46,8 @@ from semsearch.folders import holding_folder, select_folders
 from semsearch.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
-from semsearch.indexer import FileEvent
 from semsearch.mcp_args import CheckedTool
+from semsearch.mcp_progress import IndexProgress
 from semsearch.mcp_schema import (
     HIT_TEXT_CHARS,
     MAX_GREP_RESULTS,
@@ -79,14 +77,12 @@ from semsearch.mcp_schema import (
 )
 from semsearch.passage import gather, read_lines
 from semsearch.search import Hit
-from semsearch.store import LockHolder
 
 logger = logging.getLogger("semsearch.mcp")
 INLINE_FILES = 20  # changed files search and gather index before answering; more: background
 INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
 
 INDEX_LOCK_WAIT = 10.0
-PROGRESS_INTERVAL = 0.25
 
 INSTRUCTIONS = (
     "Local semantic search over the user's configured folders. Call list_folders first to see "
@@ -359,7 +355,7 @@ class Tools:
             roots = None if not root else [holding_folder(root, settings.roots)]
             with self._lock:
                 writer = Index(settings, embedder=self._embedder(settings))
-            progress = _Progress(ctx)
+            progress = IndexProgress(ctx)
             try:
                 report = await anyio.to_thread.run_sync(
                     functools.partial(
@@ -377,41 +373,6 @@ class Tools:
             return _json(trim_report(report.as_json()))
         except Exception as exc:
             return _failure("index", exc)
-
-
-class _Progress:
-    """Forwards index events from the worker thread as throttled progress notifications."""
-
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-        self._done_before = 0
-        self._folder = ("", -1, 0)  # name, files done, files in total
-        self._sent = 0
-        self._sent_at = 0.0
-
-    def waiting(self, holder: LockHolder) -> None:
-        """Say at once that the run waits for the one holding the writer lock."""
-        self._send(0, None, f"waiting for the index run holding the lock ({holder.describe()})")
-
-    def _send(self, done: float, total: float | None, message: str) -> None:
-        try:
-            anyio.from_thread.run(self._ctx.report_progress, done, total, message)
-        except Exception:  # a client gone away must not abort the index run
-            logger.debug("progress notification not sent", exc_info=True)
-
-    def __call__(self, event: FileEvent) -> None:
-        name, last_done, last_total = self._folder
-        if event.folder != name or event.done < last_done:  # the next folder started
-            self._done_before += last_total
-        self._folder = (event.folder, event.done, event.total)
-        done = self._done_before + event.done
-        now = time.monotonic()
-        is_due = now - self._sent_at >= PROGRESS_INTERVAL or event.done == event.total
-        if done <= self._sent or not is_due:
-            return
-        self._sent, self._sent_at = done, now
-        message = f"{event.folder}: {event.done}/{event.total} files, {event.chunks} chunks"
-        self._send(done, self._done_before + event.total, message)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -282,6 +282,13 @@ class Index:
             store.maintain()
             return purged
 
+    def generation(self) -> int | None:
+        """A number that changes with every write to the index, by any process; None while
+        there is no index file."""
+        if self._store is None and not self.settings.store_path.exists():
+            return None
+        return self._open().generation()
+
     def pending_work(self, roots: Sequence[str | Path] | None = None) -> int:
         """How much an ``update`` would do: files of the folders (default: the configured ones)
         that are new, changed (mtime or size) or gone since they were indexed, plus chunks still

@@ -39,6 +39,7 @@ from pydantic import Field
 
 from semsearch import __version__
 from semsearch.access import Locator
+from semsearch.changes import ChangeMonitor
 from semsearch.config import Settings, load_settings
 from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import LockedError, SemsearchError
@@ -146,8 +147,9 @@ def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
 class Tools:
     """The tools' implementations and the state they share (model, vectors, settings)."""
 
-    def __init__(self, index_flag: str | None) -> None:
+    def __init__(self, index_flag: str | None, changes: ChangeMonitor | None = None) -> None:
         self._index_flag = index_flag
+        self._changes = changes or ChangeMonitor()  # skips the freshness check when it can
         self._lock = threading.Lock()
         self._embedders: dict[Path | None, Embedder] = {}
         self._reader: Index | None = None
@@ -155,8 +157,10 @@ class Tools:
         self._updater: threading.Thread | None = None  # a background index run
 
     def close(self) -> None:
-        """Close the reading index and wait for any model load (the server's shutdown)."""
+        """Close the reading index and the change watcher, and wait for any model load (the
+        server's shutdown)."""
         with self._lock:
+            self._changes.close()
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
@@ -189,6 +193,8 @@ class Tools:
     def _freshen(self, settings: Settings) -> bool:
         """Bring an existing index up to date before a search; True while a run is under way.
 
+        The full check (:meth:`~semsearch.index.Index.pending_work`) is skipped while the
+        :class:`~semsearch.changes.ChangeMonitor` says nothing changed since one found no work.
         Up to ``INLINE_FILES`` changed files are indexed before answering; more, or chunks
         waiting for vectors, start a run in the background. A run another process holds the
         write lock for (a CLI ``index``) is left alone: the answer is what is committed.
@@ -199,8 +205,13 @@ class Tools:
             return True
         with self._lock:
             index = self._index(settings)
+            state = (self._reader_key, index.generation())
+            check = self._changes.begin(settings.roots, ignore_settings(settings), state)
+            if check is None:
+                return False
             work = index.pending_work()
             if work == 0:
+                self._changes.confirm(check)
                 return False
             if work <= INLINE_FILES:
                 try:

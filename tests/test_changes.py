@@ -1,18 +1,22 @@
 """ChangeMonitor on real folders and git repositories: when the full freshness check may be
-skipped."""
+skipped, and the MCP tools falling back to it when the watcher cannot be relied on."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from semsearch.changes import ChangeMonitor, Check
+from semsearch.cli import main
 from semsearch.ignore import IgnoreSettings
+from semsearch.mcp_server import Tools
 from tests.conftest import write_tree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
@@ -198,3 +202,36 @@ def test_an_unreliable_watcher_means_a_check_every_time(folder: Path) -> None:
         assert monitor.problem == "more than 1 directories to watch"
     finally:
         monitor.close()
+
+
+def _search(tools: Tools, query: str) -> list[dict[str, Any]]:
+    result = tools.search(query)
+    assert not result.is_error and result.structured_content is not None
+    hits: list[dict[str, Any]] = result.structured_content["results"]
+    return hits
+
+
+@pytest.mark.parametrize("max_watches", [None, 1], ids=["reliable", "too many folders"])
+def test_mcp_search_falls_back_to_the_full_check_when_the_watcher_is_unreliable(
+    tmp_path: Path, max_watches: int | None
+) -> None:
+    """A file changed through a hard link from outside raises no event in the folder: only the
+    full check sees it. The reliable watcher skips the check and misses it (the documented
+    limit the periodic check covers); with more folders than allowed every call runs the full
+    check, and the change is found."""
+    outside = write_tree(tmp_path / "outside", {"otters.md": "Sea otters hold hands.\n"})
+    notes = write_tree(tmp_path / "notes", {"sub/seals.md": "Seals sleep on rocks.\n"})
+    os.link(outside / "otters.md", notes / "otters.md")
+    assert main(["add", str(notes)]) == 0
+    assert main(["index"]) == 0
+    monitor = ChangeMonitor(max_watches=max_watches)
+    tools = Tools(None, monitor)
+    try:
+        assert _search(tools, "otters holding hands")[0]["relPath"] == "otters.md"
+        assert (monitor.problem is None) is (max_watches is None)
+        (outside / "otters.md").write_text("A walrus hauls out on the ice floe.\n")
+        hits = _search(tools, "walrus on the ice floe")
+        is_found = hits[0]["text"] == "A walrus hauls out on the ice floe."
+        assert is_found is (max_watches is not None)
+    finally:
+        tools.close()

@@ -868,3 +868,59 @@ def test_search_and_gather_bring_the_index_up_to_date_first(world: dict[str, Pat
     finally:
         session.close()
     assert "Traceback" not in (world["base"] / "fresh-server.log").read_text()
+
+
+def _is_exact(folder: Path, hit: dict[str, Any]) -> bool:
+    """The hit's text is in the file now, starting on its startLine and ending on its endLine
+    (a chunk may start or end inside a long line)."""
+    lines = (folder / hit["relPath"]).read_text().split("\n")
+    first, last = lines[hit["startLine"] - 1], lines[hit["endLine"] - 1]
+    shown = "\n".join(lines[hit["startLine"] - 1 : hit["endLine"]])
+    at = shown.find(hit["text"])
+    return (
+        bool(hit["text"])
+        and 0 <= at <= len(first)
+        and at + len(hit["text"]) >= len(shown) - len(last)
+    )
+
+
+def test_search_sees_a_file_saved_a_second_before_at_its_exact_lines(
+    world: dict[str, Path],
+) -> None:
+    """With the change watcher on (Linux): edits, new folders and deletions after a check that
+    found nothing to do are all in the next answer."""
+    home = world["base"] / "watch-home"
+    home.mkdir()
+    notes = write_tree(world["base"] / "watch-notes", {"ledger.md": "\n\n".join(PARAGRAPHS)})
+    env = server_env(home)
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(notes)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "watch-server.log")
+    query = "lighthouse keeper logs every passing ship"
+    try:
+        ok(session.call("index", {}))
+        first = search(session, query)[0]
+        assert first["relPath"] == "ledger.md" and _is_exact(notes, first)
+        assert search(session, query)[0] == first  # nothing changed
+        ledger = notes / "ledger.md"
+        ledger.write_text("# Ledger\n\nKept by the keeper.\n\n" + ledger.read_text())
+        walrus = "new/deeper/walrus.md"
+        write_tree(notes, {walrus: "# Walrus\n\nA walrus hauls out on the ice floe.\n"})
+        time.sleep(1.0)
+        moved = search(session, query)[0]
+        assert moved["relPath"] == "ledger.md" and _is_exact(notes, moved)
+        assert (moved["startLine"], moved["endLine"]) == (
+            first["startLine"] + 4,
+            first["endLine"] + 4,
+        )
+        found = search(session, "a walrus on the ice floe")[0]
+        assert (found["relPath"], found["startLine"], found["endLine"]) == (walrus, 1, 3)
+        (notes / walrus).write_text("# Walrus\n\n\n\nA walrus hauls out on the ice floe.\n")
+        time.sleep(1.0)
+        found = search(session, "a walrus on the ice floe")[0]  # in the folder made after a check
+        assert (found["relPath"], found["startLine"], found["endLine"]) == (walrus, 1, 5)
+        (notes / walrus).unlink()
+        time.sleep(1.0)
+        assert all(hit["relPath"] != walrus for hit in search(session, "walrus ice floe", k=50))
+    finally:
+        session.close()
+    assert "Traceback" not in (world["base"] / "watch-server.log").read_text()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from semsearch.changes import ChangeMonitor
 from semsearch.chunking import ChunkSettings
 from semsearch.config import (
     Mode,
@@ -206,15 +207,29 @@ class Index:
         on_event: Callable[[FileEvent], None] | None = None,
     ) -> None:
         """Index the folders, then again whenever :meth:`pending_work` finds something, checking
-        every ``interval`` seconds, until ``stop`` is set (or the caller is interrupted)."""
+        every ``interval`` seconds, until ``stop`` is set (or the caller is interrupted). The
+        check is skipped while a :class:`~semsearch.changes.ChangeMonitor` saw no change."""
         chosen = self._roots(roots)
         stop = stop or threading.Event()
-        while not stop.is_set():
-            report = self.update(chosen, on_event=on_event)
-            if on_report is not None:
-                on_report(report)
-            while not stop.wait(interval) and not self.pending_work(chosen):
-                pass
+        monitor = ChangeMonitor()
+        try:
+            while not stop.is_set():
+                report = self.update(chosen, on_event=on_event)
+                if on_report is not None:
+                    on_report(report)
+                while not stop.wait(interval) and not self._has_work(chosen, monitor):
+                    pass
+        finally:
+            monitor.close()
+
+    def _has_work(self, roots: Sequence[Path], monitor: ChangeMonitor) -> bool:
+        check = monitor.begin(roots, ignore_settings(self.settings), self.generation())
+        if check is None:
+            return False
+        if self.pending_work(roots) > 0:
+            return True
+        monitor.confirm(check)
+        return False
 
     def _indexer_settings(self) -> IndexerSettings:
         s = self.settings

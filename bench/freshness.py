@@ -1,21 +1,33 @@
-"""MCP freshness check cost: ``Index.pending_work`` on a 10,000-file folder with nothing changed.
+"""MCP freshness check cost on a 10,000-file folder with nothing changed (issue 12).
+
+Times, after indexing the folder once: the full check ``Index.pending_work`` (what the server
+ran before every ``search`` and ``gather``), then the check as the server runs it now,
+``Tools._freshen`` (the change watcher, and the full check only when something may have
+changed): its first call, which starts the watcher, then many calls with nothing changed. Last,
+one file is saved and the next call's cost and result are shown (a full check and an inline
+update).
 
 Run from the repo root: ``PYTHONPATH=. python bench/freshness.py`` (work files in
-/tmp/fresh10k). The hash embedder stands in for the model: only the check is timed, not indexing.
+/tmp/fresh10k; ``--git`` makes the folder a git work tree, listed with ``git ls-files``). The
+hash embedder stands in for the model: only the check is timed, not indexing.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import semsearch
 from semsearch.embedder import HashEmbedder
+from semsearch.mcp_server import Tools
 
 BASE = Path("/tmp/fresh10k/work")
 FILES = 10_000
-RUNS = 7
 
 
 def make_tree(tree: Path) -> None:
@@ -26,29 +38,75 @@ def make_tree(tree: Path) -> None:
         (folder / f"mod{n:05}.py").write_text(f"def f{n}(x):\n    return x + {n}\n")
 
 
-def main() -> None:
-    """Index the tree once, then time the check that finds nothing to do."""
-    tree = BASE / "tree"
-    if not tree.exists():
-        make_tree(tree)
-    env = {
-        "HOME": str(BASE),
-        "XDG_CONFIG_HOME": str(BASE / "cfg"),
-        "XDG_DATA_HOME": str(BASE / "data"),
-    }
-    index = semsearch.Index(semsearch.load_settings(env), embedder=HashEmbedder())
-    started = time.perf_counter()
-    index.update([tree])
-    print(f"index {time.perf_counter() - started:.1f} s")
+def make_repo(tree: Path) -> None:
+    """The tree as a git work tree with everything committed."""
+    make_tree(tree)
+    identity = ["-c", "user.name=b", "-c", "user.email=b@b", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "tree"]):
+        subprocess.run(["git", *identity, "-C", str(tree), *args], check=True)
+
+
+def timed(call: Callable[[], object], runs: int) -> list[float]:
+    """Milliseconds of each of ``runs`` calls."""
     times = []
-    work = -1
-    for _ in range(RUNS):
+    for _ in range(runs):
         started = time.perf_counter()
-        work = index.pending_work([tree])
-        times.append(time.perf_counter() - started)
-    runs = [round(t * 1000) for t in times]
-    print(f"pending_work {work}  median {statistics.median(times) * 1000:.1f} ms  runs {runs}")
+        call()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def summary(name: str, times: list[float]) -> str:
+    ordered = sorted(times)
+    p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+    return (
+        f"{name}: median {statistics.median(times):.3f} ms  p90 {p90:.3f} ms  "
+        f"min {ordered[0]:.3f}  max {ordered[-1]:.3f}  ({len(times)} calls)"
+    )
+
+
+def main() -> None:
+    """Index the tree once, then time the full check and the server's check."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full-runs", type=int, default=15, help="full checks timed")
+    parser.add_argument("--runs", type=int, default=500, help="server checks timed")
+    parser.add_argument("--git", action="store_true", help="a git work tree, not a plain folder")
+    args = parser.parse_args()
+    base = BASE / "git" if args.git else BASE
+    tree = base / "tree"
+    if not tree.exists():
+        (make_repo if args.git else make_tree)(tree)
+    env = {
+        "HOME": str(base),
+        "XDG_CONFIG_HOME": str(base / "cfg"),
+        "XDG_DATA_HOME": str(base / "data"),
+    }
+    os.environ.update(env)  # the server's Tools read the settings from the environment
+    settings = semsearch.load_settings(env)
+    index = semsearch.Index(settings, embedder=HashEmbedder())
+    index.add([str(tree)])
+    started = time.perf_counter()
+    index.update()
+    print(f"index {time.perf_counter() - started:.1f} s")
+    print(f"pending_work {index.pending_work()}")
+    print(summary("full check (pending_work)", timed(index.pending_work, args.full_runs)))
     index.close()
+
+    tools = Tools(None)
+    settings = tools.settings()
+    tools._embedders[settings.model_dir] = HashEmbedder()  # the index's model, for the update
+    try:
+        print(summary("server check, first call", timed(lambda: tools._freshen(settings), 1)))
+        times = timed(lambda: tools._freshen(settings), args.runs)
+        print(summary("server check, nothing changed", times))
+        print(f"watcher problem: {tools._changes.problem}")
+        (tree / "pkg000" / "mod00000.py").write_text("def f0(x):\n    return x - 1\n")
+        print(summary("server check, one file saved", timed(lambda: tools._freshen(settings), 1)))
+        print(summary("server check, the call after", timed(lambda: tools._freshen(settings), 1)))
+        print(summary("server check, nothing changed", timed(lambda: tools._freshen(settings), 50)))
+    finally:
+        tools.close()
+        (tree / "pkg000" / "mod00000.py").write_text("def f0(x):\n    return x + 0\n")
 
 
 if __name__ == "__main__":

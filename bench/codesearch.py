@@ -9,7 +9,8 @@ Each positional argument is a benchmark folder (``packages.json`` or ``repos.jso
 ``queries.jsonl``, ``score.py``); ``--repos`` gives, in the same order, where its trees are
 (default ``<benchmark>/repos``). For each repo: index ``<repos>/<name>/<index_root>`` (``--files
 code``, the default, is semble's protocol: an allow-list ``.indexignore`` that keeps code files
-only; ``--files all`` indexes every file as a user would), run the repo's queries with k = 10,
+only; ``--files all`` indexes every file as a user would, starting from a copy of the code-only
+index when there is one), run the repo's queries with k = 10,
 write the run file, score it with that benchmark's own ``score.py`` (nDCG@10 as semble computes
 it) and print its tables; then one summary over all sets: mean over repos, per category (mean over
 repos of per-repo category means) and per language. Indexes are kept in the work folder and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -53,6 +55,11 @@ def run_repo(
     """Index one repo (incrementally) and return its run lines."""
     env = bench_env(work)
     env["SS_INDEX_PATH"] = str(work / f"{repo['name']}.db")
+    seed = work.parent / "code" / f"{repo['name']}.db"
+    if args.files == "all" and not (work / f"{repo['name']}.db").exists() and seed.exists():
+        # The code files' chunks are the same: start from that index, index only the rest.
+        with sqlite3.connect(seed) as source, sqlite3.connect(work / f"{repo['name']}.db") as copy:
+            source.backup(copy)
     ignore = work / ".indexignore"
     if args.files == "code":
         ignore.write_text(allow_list(), encoding="utf-8")
@@ -131,7 +138,8 @@ def summary(results: list[dict[str, Any]]) -> str:
             per_repo[repo] = score
             by_language[result["language"][repo]].append(score)
             for category, value in result["per_repo_by_category"][repo].items():
-                by_category[category].append(value)
+                if value == value:  # score.py writes NaN for a category the repo has no query of
+                    by_category[category].append(value)
     sets = "  ".join(f"{Path(r['run']).parent.parent.name} {r['macro']:.4f}" for r in results)
     lines = [f"ALL {len(per_repo)} repos: mean {mean(per_repo.values()):.4f}   ({sets})"]
     lines.append(

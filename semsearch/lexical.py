@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "3"
+TERMS_VERSION = "5"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _WORD = re.compile(r"\w")
+_QUOTED = re.compile(r'"([^"]+)"')  # a phrase the user quoted
 
 # Words too common to carry meaning in a natural-language query (Lucene's English list).
 _STOP_WORDS_TEXT = (
@@ -29,23 +30,69 @@ _STOP_WORDS_TEXT = (
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 
+# Keywords that introduce a definition, in the languages of the code benchmarks: Python, JS/TS,
+# Go, Rust, Zig, C/C++, Java, C#, Kotlin (`fun`, `object`), Scala (`def`, `trait`, `given`),
+# Swift (`func`, `protocol`, `extension`, `actor`), Elixir (`defmodule`, `def`, `defmacro`…),
+# Haskell (`data`, `newtype`, `instance`), Lua (`function`), PHP, Ruby and shell.
 _DEFINERS = (
-    r"def|class|function|func|fn|struct|enum|union|trait|interface|type|impl|module|macro|"
-    r"const|let|var|val|object|record|protocol|typedef|namespace|alias|defmodule|defp?"
+    r"def|class|function|func|fun|fn|struct|enum|union|trait|interface|type|typealias|impl|"
+    r"module|macro|macro_rules!|const|let|var|val|object|record|protocol|extension|actor|"
+    r"typedef|namespace|alias|given|data|newtype|instance|defmodule|defprotocol|defimpl|"
+    r"defmacrop?|defguardp?|defdelegate|defp?"
 )
+# Words that may stand before a definer (`public static`, `data class`, `sealed trait`,
+# `case class`, `@objc func`, `suspend fun`); `data`, `enum` and `const` are definers too, and the
+# regular expression backtracks when one stands alone (`data Value = …`).
 _MODIFIERS = (
     r"export|default|pub(?:\([\w:]+\))?|async|static|public|private|protected|internal|inline|"
-    r"extern|abstract|final|override|virtual|unsafe|local|readonly|template\s*<[^>\n]*>"
+    r"extern|abstract|final|override|virtual|unsafe|local|readonly|sealed|open|case|implicit|"
+    r"lazy|data|enum|value|inner|companion|suspend|operator|infix|tailrec|fileprivate|"
+    r"mutating|convenience|required|indirect|partial|const|expect|actual|annotation|"
+    r"@[A-Za-z_][\w.]*(?:\([^)\n]*\))?|template\s*<[^>\n]*>"
 )
-# A definition: a definer keyword (after modifiers, with an optional Go receiver) and the name,
-# at any indentation; or, at the start of a line, `NAME =` / `NAME :=` / a shell `NAME() {`.
+# Words that can open a statement shaped like `TYPE NAME(`, so they are never a declared type.
+_NOT_TYPES = (
+    r"return|new|throw|throws|else|case|await|yield|delete|goto|echo|print|puts|not|and|or|in|of|"
+    r"using|import|from|package|raise|assert|sizeof|typeof|defer|go|do|if|while|for|switch|catch|"
+    r"when|with|elif|except|unless|until|then|local|require|include|try|errdefer|comptime|"
+    r"nosuspend|resume|finally|super|this|self|break|continue|panic"
+)
+_NAME = r"[A-Za-z_$][\w$]*"
+# The rest of a declaration's parameter list: to the end of the line, or closed and followed by
+# what follows a signature (`{`, `;`, `:`, `->`, `throws`…), never by prose ("call foo(x) to").
+_PARAMETERS = (
+    r"(?:[^()\n]|\([^()\n]*\))*"
+    r"(?:$|\)[ \t]*(?:[{;:]|=>|->|$|throws\b|const\b|noexcept\b|override\b|where\b))"
+)
+# How a declared parameter list starts: empty, `void`, to the end of the line, or a parameter
+# with a type and a name (`final Object[] array`, `struct Curl_easy *data`, `ref Reader r`); a
+# call's arguments (`expectEqual(1.0, r.ipart)`) do not.
+_FIRST_PARAMETER = (
+    r"[ \t]*(?:\)|void\b|\.\.\.|$|(?:(?:final|const|ref|out|in|params|this|struct|unsigned|"
+    r"@\w+)[ \t]+)*[A-Za-z_][\w:.]*(?:<[^()\n]*>)?(?:\[\])*(?:\.\.\.)?[*&?]*[ \t]+[*&]*[A-Za-z_$])"
+)
+_QUALIFIED = rf"{_NAME}(?:(?:\.|::|:){_NAME})*"  # `M.load`, `Foo::Bar`, `M:method`
+# A definition: a definer keyword (after modifiers, generics and an optional Go receiver) and the
+# name, at any indentation, its last part when qualified (`function M.load`, `fun <T> Flow<T>.map`,
+# `defmodule Plug.SSL`); a typed member or C function, `[modifiers] TYPE NAME(` (`public static
+# String join(`, `absl::Status Foo::Bar(`); or, at the start of a line: `NAME =` / `NAME :=`, a
+# Haskell signature `name ::`, a shell `NAME() {`, or a C function whose return type stands on
+# the line above (`http_perhapsrewind(struct Curl_easy *data,`).
 _DEFINITION = re.compile(
-    rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?:{_DEFINERS})\s+(?:\([^)\n]*\)\s*)?[*&]?"
-    rf"(?P<keyword>[A-Za-z_$][\w$]*)"
-    r"|^(?P<assigned>[A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?(?:=(?!=)|:=)"
+    rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?:{_DEFINERS})(?:\s+|(?=<))(?:<[^>\n]*>\s*)?"
+    r"(?:\([^)\n]*\)\s*)?"
+    rf"[*&]?(?:{_NAME}(?:<[^>\n]*>)?\??[.:])*(?P<keyword>{_NAME})"
+    rf"|^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?!(?:{_NOT_TYPES}|{_DEFINERS})\b)"
+    rf"{_QUALIFIED}(?:<[^()\n=;]*>|\[\])*[*&?]*[ \t]+[*&]*(?:{_NAME}::)*(?P<typed>{_NAME})"
+    rf"[ \t]*(?:<[^()\n=;]*>)?[ \t]*\((?={_FIRST_PARAMETER}){_PARAMETERS}"
+    rf"|^(?:{_NAME}[.:])*(?P<assigned>{_NAME})[ \t]*(?::[^=\n]*)?(?:=(?!=)|:=)"
+    r"|^(?P<signature>[a-z_][\w']*)[ \t]+::[ \t]"
+    r"|^(?P<cfunc>[A-Za-z_]\w*)\((?:void\)|(?:const[ \t]+|struct[ \t]+|unsigned[ \t]+)*"
+    r"[A-Za-z_]\w*[ \t*]+[*&]*[A-Za-z_]\w*[,)])"
     r"|^(?:function[ \t]+)?(?P<shell>[A-Za-z_][\w-]*)[ \t]*\(\)[ \t]*\{",
     re.MULTILINE,
 )
+_GROUPS = ("keyword", "typed", "assigned", "signature", "cfunc", "shell")
 
 
 # What follows an assigned name when it only re-exports or imports something defined elsewhere:
@@ -64,7 +111,7 @@ def definitions(text: str) -> list[str]:
     """
     names: dict[str, None] = {}
     for match in _DEFINITION.finditer(text):
-        name = match.group("keyword") or match.group("assigned") or match.group("shell")
+        name = next((match.group(g) for g in _GROUPS if match.group(g)), None)
         if not name or len(name) < 2 or _is_alias(text, match, name):
             continue
         names[name] = None
@@ -146,11 +193,16 @@ def lexical_query(query: str) -> LexicalQuery | None:
     """The BM25 arm's query for a user's query; None when it has no word at all.
 
     A camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``).
-    Stop words are dropped when other words remain.
+    Stop words are dropped when other words remain. Words in double quotes are one exact phrase
+    (``"retry budget"``), stop words kept.
     """
-    words = [word for word in dict.fromkeys(query.split()) if _WORD.search(word)]
+    phrases = [m.group(1).strip() for m in _QUOTED.finditer(query) if _WORD.search(m.group(1))]
+    rest = _QUOTED.sub(" ", query)
+    words = [word for word in dict.fromkeys(rest.split()) if _WORD.search(word)]
     meaningful = [word for word in words if word.lower().strip("?.,!:;'\"") not in STOP_WORDS]
-    alternatives: list[str] = []
+    if phrases and not meaningful:
+        words = []
+    alternatives: list[str] = [" ".join(phrase.split()) for phrase in phrases]
     for word in meaningful or words:
         alternatives.append(word)
         pieces = split_identifier(word)

@@ -4,23 +4,29 @@
   ``function foo``, ``fn foo``…) is boosted. A query word names a symbol when it has a capital
   letter, ``_``, a digit, ``.`` or ``::`` in it, or is the whole query: plain lower-case words of
   a sentence ("how the router works") do not.
+- A file the query names is boosted: every word of its stem (``RetryMiddleware.php``,
+  ``client/session.py``) is a word of the query, compared singular and without common endings.
+- A chunk of imports and re-exports (``__init__.py``, ``index.js``) is lowered, so the
+  definition wins over what passes it on.
 - Chunks of tests, examples, fixtures, benchmarks, vendored and generated files, and of private
   modules (``_internal/``, ``_utils.py``), are down-weighted, unless the query asks for them.
 - Many chunks of one file get diminishing returns: the n-th chunk of a file is multiplied by
   ``FILE_DECAY ** (n - 1)``, so the top results spread over files.
 
-Only the definition boost raises a score, so :func:`best_prior` (the boost when the query names a
-symbol, else 1) is the largest product of priors any chunk can get for a query; the search divides
-the reported hybrid and bm25 scores by it to keep them in [0, 1] without changing their order.
+The definition and file-name priors raise a score (:data:`RAISING_NOTES`); the search
+divides the reported hybrid and bm25 scores by :func:`best_prior`, the product of the largest
+factor of each among the results, to keep them in [0, 1] without changing their order.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
+from itertools import islice
 
-from semsearch.lexical import STOP_WORDS, definitions, path_terms
+from semsearch.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
 # Each knob with the reason for its value; bench/RESULTS.md has the measurements behind them.
 RRF_K = 20  # RRF constant: 20 beat the paper's 60 on SciFact and on code search
@@ -36,6 +42,15 @@ COLUMN_WEIGHTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}
 DEFINITION_BOOST = 1.5  # a chunk defining a queried symbol; 2.0 measured no better
 DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
 FILE_DECAY = 0.5  # n-th chunk of one file x FILE_DECAY**(n-1): 0.35/0.7/1.0 measured worse
+# A file the query names: every word of its stem (`RetryMiddleware.php`, `client/session.py`) is a
+# word of the query ("retry middleware and backoff", "http client session").
+STEM_BOOST = 2.0
+STEM_NOTE = "file name in the query"
+STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
+# Stems that name no topic: the folder names the file instead (`router/index.ts`, `http/mod.rs`).
+_GENERIC_STEMS_TEXT = "index mod init __init__ main lib core utils util types base common helpers"
+_GENERIC_STEMS = frozenset(_GENERIC_STEMS_TEXT.split())
+_GENERIC_PARTS = frozenset(["util", "help", "impl", "base", "common", "default", "abstract"])
 
 # A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
 # "." or "::" inside it (or when the query is that one word).
@@ -98,6 +113,7 @@ class QueryInfo:
     """What the priors need to know about a query."""
 
     words: frozenset[str]
+    terms: frozenset[str]  # words and identifier parts, singular (see stem_words)
     names: tuple[str, ...]
     qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
 
@@ -105,6 +121,7 @@ class QueryInfo:
 def query_info(query: str) -> QueryInfo:
     """Lower-cased words and the identifier-like names of a query."""
     words = frozenset(word.lower() for word in re.findall(r"\w+", query))
+    terms = frozenset(stem_words(re.findall(r"[A-Za-z0-9]+", query))) - STOP_WORDS
     found = [m.group() for m in _QUERY_WORD.finditer(query)]
     symbols = tuple(
         dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
@@ -114,13 +131,64 @@ def query_info(query: str) -> QueryInfo:
         *qualifiers, name = symbol.replace("::", ".").split(".")
         if len(name) > 1 and name.lower() not in STOP_WORDS:
             qualified.setdefault(name, set()).update(q.lower() for q in qualifiers)
-    return QueryInfo(words, tuple(qualified), tuple(frozenset(q) for q in qualified.values()))
+    return QueryInfo(
+        words, terms, tuple(qualified), tuple(frozenset(q) for q in qualified.values())
+    )
+
+
+def stem_words(words: list[str]) -> list[str]:
+    """Lower-case, singular parts of words and identifiers (``Headers`` → ``header``,
+    ``RetryMiddleware`` → ``retry``, ``middleware``), the whole word too; digits dropped."""
+    found: list[str] = []
+    for word in words:
+        parts = split_identifier(word)
+        for part in (word.lower(), *parts) if len(parts) > 1 else (word.lower(),):
+            if not part.isdigit():
+                found.append(_singular(part))
+    return found
+
+
+# Endings stripped so that a word and its derived forms meet ("deserialization", "deserializer",
+# "deserializing"; "routes", "routing", "route"), longest first and then a final "e", the stem
+# kept at 4 letters or more. Crude, and only ever compared with words stripped the same way.
+_ENDINGS = (
+    "izations", "ization", "izing", "izers", "izer", "ations", "ation", "ings", "ing", "ers", "er",
+    "ies", "ied", "ed", "es", "s",
+)  # fmt: skip
+
+
+def _singular(word: str) -> str:
+    if not word.endswith("ss"):
+        for ending in _ENDINGS:
+            if word.endswith(ending) and len(word) - len(ending) >= 4:
+                word = word[: -len(ending)]
+                break
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+@functools.lru_cache(maxsize=65_536)
+def file_name_words(rel: str) -> frozenset[str]:
+    """The words of a file's stem (its folder's for a generic stem like ``index``), as
+    :func:`stem_words` spells them; empty when there is no name to match."""
+    parts = rel.split("/")
+    stem = parts[-1].split(".")[0]
+    if stem.lower() in _GENERIC_STEMS:
+        stem = parts[-2] if len(parts) > 1 else ""
+    words = frozenset(stem_words(split_identifier(stem))) - STOP_WORDS
+    # `BooleanUtils`, `RouterImpl`, `StringHelper`: the topic is the rest of the name.
+    return words - _GENERIC_PARTS if words - _GENERIC_PARTS else words
+
+
+def names_file(rel: str, info: QueryInfo) -> bool:
+    """True when every word of the file's name is a word of the query."""
+    name = file_name_words(rel)
+    return bool(name) and name <= info.terms
 
 
 def defines_queried(rel: str, text: str, info: QueryInfo) -> bool:
     """True when the chunk defines a queried name; a qualified name (``std.mem.eql``) counts only
     in a file whose stem or folders hold one of its qualifiers (``mem.zig``)."""
-    defined = set(definitions(text)).intersection(info.names)
+    defined = set(_definitions_of(text, info.names))
     if not defined:
         return False
     folders = set(path_terms(rel))
@@ -131,11 +199,48 @@ def defines_queried(rel: str, text: str, info: QueryInfo) -> bool:
     )
 
 
+def _definitions_of(text: str, names: tuple[str, ...]) -> list[str]:
+    """The queried ``names`` the text defines. Definitions are one line each, so only the lines
+    that hold a name are parsed: the full parse of 60 candidates cost more than the search."""
+    if not any(name in text for name in names):
+        return []
+    lines = [line for line in text.splitlines() if any(name in line for name in names)]
+    return [name for name in definitions("\n".join(lines)) if name in names]
+
+
+# Lines that only bring in or pass on names defined elsewhere: imports, re-exports, `use`,
+# `#include`, `require`, and the quoted names of an `__all__` list.
+_IMPORT_STARTS = frozenset("ifepul#r@\"'_}])")
+_IMPORT_LINE = re.compile(
+    r"(?:import\b|from\s+\S+\s+import\b|export\s+(?:\*|\{|type\s+\{)|pub\s+use\b|use\b|"
+    r"#\s*include\b|(?:local\s+\w+\s*=\s*)?require\b|using\b|@_exported\b|package\b|"
+    r"[\"'][\w.]+[\"'],?[ \t]*$|__all__\b|\}[ \t]*from\b|[\])}][ \t]*$)"
+)
+REEXPORT_FACTOR = 0.7  # a chunk of imports and re-exports (`__init__.py`, `index.js`, `mod.rs`)
+REEXPORT_SHARE = 0.6  # ... when this share of its lines import or re-export
+
+
+def is_reexport(text: str) -> bool:
+    """True when most of the chunk's first lines import or re-export names defined elsewhere."""
+    # Judged on the first lines (a chunk of imports starts with them): cheap on every candidate.
+    lines = list(islice(filter(None, map(str.lstrip, text.split("\n", 24))), 12))
+    if len(lines) < 3:
+        return False
+    imports = sum(line[0] in _IMPORT_STARTS and bool(_IMPORT_LINE.match(line)) for line in lines)
+    return imports >= REEXPORT_SHARE * len(lines)
+
+
 def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]]:
     """The (name, factor) priors that apply to one chunk."""
     priors: list[tuple[str, float]] = []
+    if REEXPORT_FACTOR != 1.0 and is_reexport(text):
+        priors.append(("imports and re-exports", REEXPORT_FACTOR))
     if info.names and defines_queried(rel, text, info):
         priors.append((DEFINES_NOTE, DEFINITION_BOOST))
+    if names_file(rel, info):
+        words = len(file_name_words(rel))
+        share = 1.0 if words > 1 else STEM_SINGLE_SHARE
+        priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
     for label, lifted_by, factor in _path_kinds(rel):
         if not info.words & lifted_by:
             priors.append((f"{label} file", factor))
@@ -143,11 +248,32 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
     return priors
 
 
-def best_prior(info: QueryInfo, boosted: bool = True) -> float:
-    """The largest product of priors a result can have: :data:`DEFINITION_BOOST` when the query
-    names a symbol and a result (``boosted``) defines it, else 1 (the path kinds and the file
-    decay only lower a score)."""
-    return DEFINITION_BOOST if info.names and boosted else 1.0
+# Arm weights in the fusion by query kind: a symbol query (one identifier, or only identifiers)
+# leans on the lexical and definitions arms.
+SYMBOL_LEXICAL_WEIGHT = 1.0
+
+
+RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE)  # the priors that raise a score
+
+
+def best_prior(raising: dict[str, float]) -> float:
+    """The largest product of priors a result can have, given the largest factor of each raising
+    prior among the results (the path kinds and the file decay only lower a score)."""
+    return math.prod(raising.get(note, 1.0) for note in RAISING_NOTES)
+
+
+def is_symbol_query(query: str, info: QueryInfo) -> bool:
+    """True when the query is one word, or only identifier-like names (``HttpRoutes``,
+    ``IMessagePackFormatter``, ``std.mem.eql``): what a person types to find a definition."""
+    words = [w for w in _QUERY_WORD.findall(query) if w.lower() not in STOP_WORDS]
+    return len(words) == 1 or (bool(words) and len(info.names) >= len(words))
+
+
+def arm_weights(query: str, info: QueryInfo) -> dict[str, float]:
+    """The weight of each arm's ranks in the fusion for this query."""
+    if is_symbol_query(query, info):
+        return {"bm25": SYMBOL_LEXICAL_WEIGHT, "definitions": SYMBOL_LEXICAL_WEIGHT}
+    return {}
 
 
 @functools.lru_cache(maxsize=65_536)

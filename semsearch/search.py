@@ -28,13 +28,14 @@ from semsearch.lexical import LexicalQuery, lexical_query
 from semsearch.ranking import (
     CANDIDATES,
     CANDIDATES_PER_K,
-    DEFINES_NOTE,
     DEFINITION_POOL,
     FILE_DECAY,
     POOL_MIN,
     POOL_PER_K,
+    RAISING_NOTES,
     RRF_K,
     QueryInfo,
+    arm_weights,
     best_prior,
     chunk_priors,
     defines_queried,
@@ -95,12 +96,15 @@ class SearchOptions:
     rrf_k: int = RRF_K
 
 
-def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
-    """Reciprocal Rank Fusion: each list adds 1 / (rrf_k + rank), rank from 1."""
+def rrf(
+    rankings: Sequence[Sequence[int]], rrf_k: int, weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Reciprocal Rank Fusion: each list adds weight / (rrf_k + rank), rank from 1."""
     fused: dict[int, float] = {}
-    for ranking in rankings:
+    for position, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[position]
         for rank, chunk_id in enumerate(ranking, start=1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (rrf_k + rank)
     return fused
 
 
@@ -168,13 +172,16 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
-        return _assemble(store, info, options.k, dict(nearest), arms)
-    used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
-    best_possible = len(used) / (options.rrf_k + 1)
-    scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
+        return _assemble(store, info, options.k, dict(nearest), arms)[0]
+    used = [name for name, ranking in arms.items() if name != "definitions" or ranking]
+    chosen = arm_weights(query, info)
+    weights = [chosen.get(name, 1.0) for name in used]
+    best_possible = sum(weights) / (options.rrf_k + 1)
+    fused = rrf([arms[name] for name in used], options.rrf_k, weights)
+    scores = {cid: s / best_possible for cid, s in fused.items()}
     # Rescaled after ranking, so the order is exactly the priors' order.
-    hits = _assemble(store, info, options.k, scores, arms)
-    ceiling = best_prior(info, any(DEFINES_NOTE in p for hit in hits for p in hit.priors))
+    hits, raising = _assemble(store, info, options.k, scores, arms)
+    ceiling = best_prior(raising)
     return [replace(hit, score=hit.score / ceiling) for hit in hits]
 
 
@@ -210,7 +217,8 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
 
 def _assemble(
     store: Store, info: QueryInfo, k: int, scores: dict[int, float], arms: dict[str, list[int]]
-) -> list[Hit]:
+) -> tuple[list[Hit], dict[str, float]]:
+    """The top k hits, and the largest factor of each raising prior among them."""
     order = sorted(scores, key=lambda cid: -scores[cid])
     ranks = {
         name: {cid: rank for rank, cid in enumerate(ranking, start=1)}
@@ -227,7 +235,7 @@ def _select(
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
     k: int,
     ranks: dict[str, dict[int, int]],
-) -> list[Hit]:
+) -> tuple[list[Hit], dict[str, float]]:
     """Best first, skipping overlapping chunks; the n-th chunk of a file gets FILE_DECAY^(n-1).
 
     The decay only lowers scores, so a lazy max-heap gives the exact greedy order.
@@ -236,6 +244,7 @@ def _select(
     heapq.heapify(heap)
     per_file: dict[tuple[str, str], int] = {}
     hits: list[Hit] = []
+    raising: dict[str, float] = {}
     while heap and len(hits) < k:
         negative, order, applied = heapq.heappop(heap)
         score, row, priors = candidates[order]
@@ -246,12 +255,15 @@ def _select(
         if _overlaps(row, hits):
             continue
         per_file[(row.folder_path, row.rel)] = seen + 1
+        for name, factor in priors:
+            if name in RAISING_NOTES:
+                raising[name] = max(factor, raising.get(name, 1.0))
         notes = [f"{name} x{factor:g}" for name, factor in priors]
         if seen:
             notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
         row_ranks = {name: found.get(row.id) for name, found in ranks.items()}
         hits.append(_hit(row, -negative, row_ranks, tuple(notes)))
-    return hits
+    return hits, raising
 
 
 def _overlaps(row: ChunkRow, hits: list[Hit]) -> bool:

@@ -63,7 +63,11 @@ def test_chunk_terms_join_path_and_identifiers() -> None:
         ("how does the retry logic work", '"retry" OR "logic" OR "work"'),
         ("the and of", '"the" OR "and" OR "of"'),
         ("foo AND (bar", '"foo" OR "(bar"'),
-        ('say "hi"', '"say" OR """hi"""'),
+        ('say "hi', '"say" OR """hi"'),
+        ('"retry budget"', '"retry budget"'),
+        ('the "retry  budget" of a pool', '"retry budget" OR "pool"'),
+        ('"the end" of', '"the end"'),
+        ('""', ""),
         ("ERR_ZORBLATT_7741", '"ERR_ZORBLATT_7741"'),
         ("parseHeaderLine", '"parseHeaderLine" OR "parse header line"'),
         ("os.path.join", '"os.path.join"'),
@@ -94,4 +98,69 @@ def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
     ],
 )
 def test_definitions(line: str, names: list[str]) -> None:
+    assert definitions(line) == names
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        # Kotlin
+        ("data class User(val name: String)", ["User"]),
+        ("enum class Color { RED }", ["Color"]),
+        ("suspend fun <T> Flow<T>.first(): T {", ["first"]),
+        ("    fun launch(block: () -> Unit): Job", ["launch"]),
+        ("object Dispatchers {", ["Dispatchers"]),
+        # Scala
+        ("sealed trait Json", ["Json"]),
+        ("final case class Foo(a: Int)", ["Foo"]),
+        ("implicit def catsStdInstances: Monad[List] = x", ["catsStdInstances"]),
+        ("  def map[A, B](fa: F[A])(f: A => B): F[B]", ["map"]),
+        # Swift
+        ("public protocol RequestInterceptor {", ["RequestInterceptor"]),
+        ("extension Session {", ["Session"]),
+        ("@discardableResult public func request(_ url: URL) -> DataRequest {", ["request"]),
+        ("open class Session {", ["Session"]),
+        # Elixir
+        ("defmodule Plug.SSL do", ["SSL"]),
+        ("  defp rewrite(conn, opts) do", ["rewrite"]),
+        ("  defmacro __using__(opts) do", ["__using__"]),
+        # Haskell
+        ("data Value = Object Object | Array Array", ["Value"]),
+        ("newtype Parser a = Parser { runParser :: Int }", ["Parser"]),
+        ("encode :: ToJSON a => a -> ByteString", ["encode"]),
+        # Lua
+        ("function M.load(plugins, opts)", ["load"]),
+        ("local function get_opts(opts)", ["get_opts"]),
+        ("function Picker:find()", ["find"]),
+        ("M.setup = function(config)", ["setup"]),
+        # PHP, Java, C#
+        ("    public function handle(Request $request): Response", ["handle"]),
+        ("public static String join(final Object[] array, final char sep) {", ["join"]),
+        ("    private final Map<String, List<Integer>> cache(int size) {", ["cache"]),
+        ("    void run() throws IOException {", ["run"]),
+        ("    public T Deserialize<T>(ref MessagePackReader reader)", ["Deserialize"]),
+        ("public interface IMessagePackFormatter<T>", ["IMessagePackFormatter"]),
+        # C and C++: a return type on the line, on the line above, and a prototype
+        ("absl::Status Cord::Append(absl::string_view src) {", ["Append"]),
+        ("static CURLcode http_perhapsrewind(struct Curl_easy *data,", ["http_perhapsrewind"]),
+        ("Curl_http(struct Curl_easy *data, bool *done)", ["Curl_http"]),
+        ("int curl_easy_setopt(CURL *curl, CURLoption tag, ...);", ["curl_easy_setopt"]),
+        # Rust
+        ("impl<T> Semaphore<T> {", ["Semaphore"]),
+        ("macro_rules! try_join {", ["try_join"]),
+        # calls, statements and prose are not definitions
+        ("setup(name='x')", []),
+        ("main()", []),
+        ("    return foo(bar)", []),
+        ("    new Foo(bar)", []),
+        ("    } else if (x) {", []),
+        ("    puts foo(bar)", []),
+        ("    String s = foo(bar);", []),
+        ("            try expectEqual(1.0, r.ipart);", []),
+        ("    foo(new Bar());", []),
+        ("Call parse_header(x) to read one line", []),
+        ("Use parse_header(x).", []),
+    ],
+)
+def test_definitions_in_each_language(line: str, names: list[str]) -> None:
     assert definitions(line) == names

@@ -1,0 +1,47 @@
+"""Run a bench script with ranking knobs changed in-process, for tuning loops.
+
+    python bench/tune.py STEM_BOOST=1.2 FILE_DECAY=0.6 -- EVAL/codesearch EVAL/codebench-wide \
+        --repos WORK/repos7 --repos WORK/repos39 --no-update --quiet
+    python bench/tune.py FILE_COHERENCE=0 -- bench/quality.py EVAL/scifact --reuse-index
+
+After ``--`` come bench/codesearch.py's arguments, or another script's path and its arguments.
+
+Each ``NAME=VALUE`` (a Python literal) is set on every loaded ``semsearch`` module that has the
+name, so a knob imported by name into another module changes there too. The tuning log in
+bench/RESULTS.md records what each setting measured; the kept values live in semsearch/ranking.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import runpy
+import sys
+
+import codesearch
+
+import semsearch.search
+
+
+def main(argv: list[str]) -> int:
+    """Apply the settings before ``--``, then run codesearch.main with the rest."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    settings, rest = argv[:split], argv[split + 1 :]
+    modules = [m for name, m in sys.modules.items() if name.startswith("semsearch") and m]
+    assert semsearch.search  # imported so that the ranking modules are loaded
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        owners = [m for m in modules if hasattr(m, name)]
+        if not owners:
+            raise SystemExit(f"no semsearch module has {name}")
+        for module in owners:
+            setattr(module, name, ast.literal_eval(value))
+        print(f"{name} = {value} in {', '.join(m.__name__ for m in owners)}", file=sys.stderr)
+    if rest and rest[0].endswith(".py"):
+        sys.argv = rest
+        runpy.run_path(rest[0], run_name="__main__")
+        return 0
+    return codesearch.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

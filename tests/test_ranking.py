@@ -1,0 +1,174 @@
+"""The ranking priors on small fixtures: query kinds, file-name matches, re-exports, the ceiling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from semsearch import ranking
+from semsearch.index import Index
+from semsearch.ranking import (
+    STEM_NOTE,
+    arm_weights,
+    best_prior,
+    chunk_priors,
+    file_name_words,
+    is_symbol_query,
+    names_file,
+    query_info,
+    stem_words,
+)
+from tests.conftest import write_tree
+
+
+@pytest.mark.parametrize(
+    ("query", "symbol"),
+    [
+        ("HttpRoutes", True),
+        ("Semaphore", True),
+        ("IMessagePackFormatter", True),
+        ("std.mem.eql", True),
+        ("parse_header and ServeHTTP", True),
+        ("Plug.SSL for HTTPS enforcement and HSTS headers", False),
+        ("how the router matches routes", False),
+        ("retry middleware and backoff logic", False),
+    ],
+)
+def test_query_kind(query: str, symbol: bool) -> None:
+    assert is_symbol_query(query, query_info(query)) is symbol
+
+
+def test_symbol_queries_weigh_the_lexical_arms() -> None:
+    symbol = arm_weights("HttpRoutes", query_info("HttpRoutes"))
+    assert symbol == {
+        "bm25": ranking.SYMBOL_LEXICAL_WEIGHT,
+        "definitions": ranking.SYMBOL_LEXICAL_WEIGHT,
+    }
+    assert arm_weights("how routes are matched", query_info("how routes are matched")) == {}
+
+
+@pytest.mark.parametrize(
+    ("words", "same"),
+    [
+        (["deserialization", "deserializer", "deserializing"], True),
+        (["Headers", "header"], True),
+        (["routes", "routing", "route"], True),
+        (["process", "processes"], True),
+        (["class", "classes"], True),
+        (["parse", "parser", "parsing"], True),
+    ],
+)
+def test_stem_words_meet_derived_forms(words: list[str], same: bool) -> None:
+    assert (len(set(stem_words(words))) == 1) is same
+
+
+@pytest.mark.parametrize(
+    ("rel", "words"),
+    [
+        ("src/RetryMiddleware.php", {"retry", "middleware"}),
+        ("lang3/BooleanUtils.java", {"boolean"}),  # a generic part names no topic
+        ("src/router/index.ts", {"router"}),  # a generic stem: its folder names the file
+        ("tokio/src/sync/mod.rs", {"sync"}),
+        (
+            "Formatters/IMessagePackFormatter`1.cs",
+            {"message", "pack", "formatter"},
+        ),
+        ("index.js", set()),
+    ],
+)
+def test_file_name_words(rel: str, words: set[str]) -> None:
+    assert file_name_words(rel) == {ranking.stem_words([w])[0] for w in words}
+
+
+@pytest.mark.parametrize(
+    ("query", "rel", "named"),
+    [
+        ("retry middleware and backoff logic", "src/RetryMiddleware.php", True),
+        ("retry logic", "src/RetryMiddleware.php", False),  # every word of the name is needed
+        ("streaming response implementation", "starlette/responses.py", True),
+        ("Headers and individual Header types", "org/http4s/Headers.scala", True),
+        ("bean deserialization from JSON properties", "deser/BeanDeserializer.java", True),
+        ("boolean conversion and parsing helpers", "lang3/BooleanUtils.java", True),
+        ("how the router is built", "src/router/index.ts", True),
+        ("how the router is built", "src/index.ts", False),
+    ],
+)
+def test_names_file(query: str, rel: str, named: bool) -> None:
+    assert names_file(rel, query_info(query)) is named
+
+
+def test_file_name_prior_is_named_and_graded_by_name_length() -> None:
+    info = query_info("retry middleware and the session")
+    two_words = dict(chunk_priors("src/RetryMiddleware.php", "x = 1\n", info))
+    one_word = dict(chunk_priors("src/session.py", "x = 1\n", info))
+    assert two_words[STEM_NOTE] == pytest.approx(ranking.STEM_BOOST)
+    assert 1.0 < one_word[STEM_NOTE] <= two_words[STEM_NOTE]
+    assert STEM_NOTE not in dict(chunk_priors("src/cache.py", "x = 1\n", info))
+
+
+def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:
+    assert best_prior({}) == 1.0
+    assert best_prior({ranking.DEFINES_NOTE: 1.5}) == 1.5
+    assert best_prior({ranking.DEFINES_NOTE: 1.5, STEM_NOTE: 1.25}) == pytest.approx(1.875)
+    assert best_prior({"test file": 0.6}) == 1.0  # a lowering prior never raises the ceiling
+
+
+def test_a_file_the_query_names_beats_one_with_the_same_text(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    text = "the client keeps connections open between requests\n"
+    root = write_tree(tmp_path / "lib", {"http/pool.py": text, "http/session.py": text})
+    hash_index.update([root])
+    hits = hash_index.search("client session connections between requests", k=2)
+    assert [h.rel for h in hits] == ["http/session.py", "http/pool.py"]
+    assert any(p.startswith(STEM_NOTE) for p in hits[0].priors)
+    assert 0.0 < hits[1].score < hits[0].score <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "reexport"),
+    [
+        ("from ._api import get, post\nfrom ._client import Client\nimport typing\n", True),
+        ('__all__ = [\n    "Client",\n    "get",\n    "post",\n]\n', True),
+        (
+            "export * from './adapters';\nexport { default } from './axios';\n"
+            "export type { A } from './a';\n",
+            True,
+        ),
+        (
+            "pub use crate::sync::Semaphore;\npub use crate::task::spawn;\n"
+            "mod inner;\nuse std::fmt;\n",
+            True,
+        ),
+        ('#include "curl_setup.h"\n#include <stdio.h>\n#include "urldata.h"\n', True),
+        (
+            "import os\n\ndef load(path):\n    with open(path) as f:\n        return f.read()\n",
+            False,
+        ),
+        ("from a import b\nfrom c import d\n", False),  # two lines: too short to tell
+    ],
+)
+def test_reexport_chunks(text: str, reexport: bool) -> None:
+    assert ranking.is_reexport(text) is reexport
+
+
+def test_the_definition_beats_the_module_that_reexports_it(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    root = write_tree(
+        tmp_path / "pkg",
+        {
+            "pkg/__init__.py": (
+                "from pkg.pool import ConnectionPool\nfrom pkg.pool import PoolTimeout\n"
+                "from pkg.retry import Retry\n__all__ = ['ConnectionPool', 'PoolTimeout']\n"
+            ),
+            "pkg/connections.py": (
+                "class ConnectionPool:\n    # keeps connections open, pool timeout\n    pass\n"
+            ),
+        },
+    )
+    hash_index.update([root])
+    hits = hash_index.search("connection pool timeout", k=2)
+    assert [h.rel for h in hits] == ["pkg/connections.py", "pkg/__init__.py"]
+    assert "imports and re-exports x0.7" in hits[1].priors

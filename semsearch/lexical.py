@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "5"
+TERMS_VERSION = "6"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -32,12 +32,13 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 # Keywords that introduce a definition, in the languages of the code benchmarks: Python, JS/TS,
 # Go, Rust, Zig, C/C++, Java, C#, Kotlin (`fun`, `object`), Scala (`def`, `trait`, `given`),
-# Swift (`func`, `protocol`, `extension`, `actor`), Elixir (`defmodule`, `def`, `defmacro`…),
-# Haskell (`data`, `newtype`, `instance`), Lua (`function`), PHP, Ruby and shell.
+# Swift (`func`, `protocol`, `actor`), Elixir (`defmodule`, `def`, `defmacro`…), Haskell
+# (`data`, `newtype`), Lua (`function`), PHP, Ruby and shell. A Swift `extension` or a Haskell
+# `instance` adds to a type defined elsewhere: not its definition (measured: Swift 0.849 → 0.887).
 _DEFINERS = (
     r"def|class|function|func|fun|fn|struct|enum|union|trait|interface|type|typealias|impl|"
-    r"module|macro|macro_rules!|const|let|var|val|object|record|protocol|extension|actor|"
-    r"typedef|namespace|alias|given|data|newtype|instance|defmodule|defprotocol|defimpl|"
+    r"module|macro|macro_rules!|const|let|var|val|object|record|protocol|actor|"
+    r"typedef|namespace|alias|given|data|newtype|defmodule|defprotocol|defimpl|"
     r"defmacrop?|defguardp?|defdelegate|defp?"
 )
 # Words that may stand before a definer (`public static`, `data class`, `sealed trait`,

@@ -41,7 +41,7 @@ DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the def
 COLUMN_WEIGHTS = {"text": 1.0, "terms": 0.5, "defines": 0.5}
 DEFINITION_BOOST = 1.5  # a chunk defining a queried symbol; 2.0 measured no better
 DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
-FILE_DECAY = 0.5  # n-th chunk of one file x FILE_DECAY**(n-1): 0.35/0.7/1.0 measured worse
+FILE_DECAY = 0.4  # n-th chunk of one file x FILE_DECAY**(n-1); 0.5 before the file-name prior
 # A file the query names: every word of its stem (`RetryMiddleware.php`, `client/session.py`) is a
 # word of the query ("retry middleware and backoff", "http client session").
 STEM_BOOST = 2.0
@@ -113,7 +113,7 @@ class QueryInfo:
     """What the priors need to know about a query."""
 
     words: frozenset[str]
-    terms: frozenset[str]  # words and identifier parts, singular (see stem_words)
+    terms: frozenset[str]  # words and identifier parts, stop words too, singular (stem_words)
     names: tuple[str, ...]
     qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
 
@@ -121,7 +121,7 @@ class QueryInfo:
 def query_info(query: str) -> QueryInfo:
     """Lower-cased words and the identifier-like names of a query."""
     words = frozenset(word.lower() for word in re.findall(r"\w+", query))
-    terms = frozenset(stem_words(re.findall(r"[A-Za-z0-9]+", query))) - STOP_WORDS
+    terms = frozenset(stem_words(re.findall(r"[A-Za-z0-9]+", query)))
     found = [m.group() for m in _QUERY_WORD.finditer(query)]
     symbols = tuple(
         dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
@@ -171,12 +171,17 @@ def file_name_words(rel: str) -> frozenset[str]:
     """The words of a file's stem (its folder's for a generic stem like ``index``), as
     :func:`stem_words` spells them; empty when there is no name to match."""
     parts = rel.split("/")
-    stem = parts[-1].split(".")[0]
+    # The name without its extension: `SqlMapper.Async.cs` is not named by "SqlMapper"
+    stem = parts[-1].rsplit(".", 1)[0] if "." in parts[-1][1:] else parts[-1]
     if stem.lower() in _GENERIC_STEMS:
         stem = parts[-2] if len(parts) > 1 else ""
-    words = frozenset(stem_words(split_identifier(stem))) - STOP_WORDS
+    # Stop words stay (`ToJSON` is not named by "JSON"), but a name of stop words alone names
+    # nothing.
+    words = frozenset(stem_words(split_identifier(stem)))
+    if not words - STOP_WORDS:
+        return frozenset()
     # `BooleanUtils`, `RouterImpl`, `StringHelper`: the topic is the rest of the name.
-    return words - _GENERIC_PARTS if words - _GENERIC_PARTS else words
+    return words - _GENERIC_PARTS if words - _GENERIC_PARTS - STOP_WORDS else words
 
 
 def names_file(rel: str, info: QueryInfo) -> bool:
@@ -248,11 +253,6 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
     return priors
 
 
-# Arm weights in the fusion by query kind: a symbol query (one identifier, or only identifiers)
-# leans on the lexical and definitions arms.
-SYMBOL_LEXICAL_WEIGHT = 1.0
-
-
 RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE)  # the priors that raise a score
 
 
@@ -260,20 +260,6 @@ def best_prior(raising: dict[str, float]) -> float:
     """The largest product of priors a result can have, given the largest factor of each raising
     prior among the results (the path kinds and the file decay only lower a score)."""
     return math.prod(raising.get(note, 1.0) for note in RAISING_NOTES)
-
-
-def is_symbol_query(query: str, info: QueryInfo) -> bool:
-    """True when the query is one word, or only identifier-like names (``HttpRoutes``,
-    ``IMessagePackFormatter``, ``std.mem.eql``): what a person types to find a definition."""
-    words = [w for w in _QUERY_WORD.findall(query) if w.lower() not in STOP_WORDS]
-    return len(words) == 1 or (bool(words) and len(info.names) >= len(words))
-
-
-def arm_weights(query: str, info: QueryInfo) -> dict[str, float]:
-    """The weight of each arm's ranks in the fusion for this query."""
-    if is_symbol_query(query, info):
-        return {"bm25": SYMBOL_LEXICAL_WEIGHT, "definitions": SYMBOL_LEXICAL_WEIGHT}
-    return {}
 
 
 @functools.lru_cache(maxsize=65_536)

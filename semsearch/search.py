@@ -35,7 +35,6 @@ from semsearch.ranking import (
     RAISING_NOTES,
     RRF_K,
     QueryInfo,
-    arm_weights,
     best_prior,
     chunk_priors,
     defines_queried,
@@ -96,15 +95,12 @@ class SearchOptions:
     rrf_k: int = RRF_K
 
 
-def rrf(
-    rankings: Sequence[Sequence[int]], rrf_k: int, weights: Sequence[float] | None = None
-) -> dict[int, float]:
-    """Reciprocal Rank Fusion: each list adds weight / (rrf_k + rank), rank from 1."""
+def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
+    """Reciprocal Rank Fusion: each list adds 1 / (rrf_k + rank), rank from 1."""
     fused: dict[int, float] = {}
-    for position, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[position]
+    for ranking in rankings:
         for rank, chunk_id in enumerate(ranking, start=1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (rrf_k + rank)
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
     return fused
 
 
@@ -173,12 +169,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             arms.update(lexical.result())
     if options.mode == "vector":
         return _assemble(store, info, options.k, dict(nearest), arms)[0]
-    used = [name for name, ranking in arms.items() if name != "definitions" or ranking]
-    chosen = arm_weights(query, info)
-    weights = [chosen.get(name, 1.0) for name in used]
-    best_possible = sum(weights) / (options.rrf_k + 1)
-    fused = rrf([arms[name] for name in used], options.rrf_k, weights)
-    scores = {cid: s / best_possible for cid, s in fused.items()}
+    used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
+    best_possible = len(used) / (options.rrf_k + 1)
+    scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
     # Rescaled after ranking, so the order is exactly the priors' order.
     hits, raising = _assemble(store, info, options.k, scores, arms)
     ceiling = best_prior(raising)

@@ -1,4 +1,4 @@
-"""The ranking priors on small fixtures: query kinds, file-name matches, re-exports, the ceiling."""
+"""The ranking priors on small fixtures: file-name matches, re-exports, the score ceiling."""
 
 from __future__ import annotations
 
@@ -10,42 +10,14 @@ from semsearch import ranking
 from semsearch.index import Index
 from semsearch.ranking import (
     STEM_NOTE,
-    arm_weights,
     best_prior,
     chunk_priors,
     file_name_words,
-    is_symbol_query,
     names_file,
     query_info,
     stem_words,
 )
 from tests.conftest import write_tree
-
-
-@pytest.mark.parametrize(
-    ("query", "symbol"),
-    [
-        ("HttpRoutes", True),
-        ("Semaphore", True),
-        ("IMessagePackFormatter", True),
-        ("std.mem.eql", True),
-        ("parse_header and ServeHTTP", True),
-        ("Plug.SSL for HTTPS enforcement and HSTS headers", False),
-        ("how the router matches routes", False),
-        ("retry middleware and backoff logic", False),
-    ],
-)
-def test_query_kind(query: str, symbol: bool) -> None:
-    assert is_symbol_query(query, query_info(query)) is symbol
-
-
-def test_symbol_queries_weigh_the_lexical_arms() -> None:
-    symbol = arm_weights("HttpRoutes", query_info("HttpRoutes"))
-    assert symbol == {
-        "bm25": ranking.SYMBOL_LEXICAL_WEIGHT,
-        "definitions": ranking.SYMBOL_LEXICAL_WEIGHT,
-    }
-    assert arm_weights("how routes are matched", query_info("how routes are matched")) == {}
 
 
 @pytest.mark.parametrize(
@@ -72,7 +44,7 @@ def test_stem_words_meet_derived_forms(words: list[str], same: bool) -> None:
         ("tokio/src/sync/mod.rs", {"sync"}),
         (
             "Formatters/IMessagePackFormatter`1.cs",
-            {"message", "pack", "formatter"},
+            {"i", "message", "pack", "formatter"},
         ),
         ("index.js", set()),
     ],
@@ -92,6 +64,9 @@ def test_file_name_words(rel: str, words: set[str]) -> None:
         ("boolean conversion and parsing helpers", "lang3/BooleanUtils.java", True),
         ("how the router is built", "src/router/index.ts", True),
         ("how the router is built", "src/index.ts", False),
+        ("SqlMapper", "Dapper/SqlMapper.cs", True),
+        ("parsing a JSON object field", "Aeson/Types/ToJSON.hs", False),  # "to" is in the name
+        ("SqlMapper", "Dapper/SqlMapper.Async.cs", False),  # a part of the class, not its home
     ],
 )
 def test_names_file(query: str, rel: str, named: bool) -> None:

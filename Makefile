@@ -40,7 +40,9 @@ bench-full: install
 	$(BIN)/python bench/latency.py --backend lancedb --chunks 100000 --chunks 1000000
 	$(BIN)/python bench/quality.py $(EVAL)/scifact
 	bash $(EVAL)/codesearch/fetch.sh --dest $(BENCH_WORK)/codesearch-repos
-	$(BIN)/python bench/codesearch.py $(EVAL)/codesearch --repos $(BENCH_WORK)/codesearch-repos
+	bash $(EVAL)/codebench-wide/unpack.sh --force $(BENCH_WORK)/codebench-wide-repos
+	$(BIN)/python bench/codesearch.py $(EVAL)/codesearch $(EVAL)/codebench-wide \
+		--repos $(BENCH_WORK)/codesearch-repos --repos $(BENCH_WORK)/codebench-wide-repos
 	bash bench/footprint.sh
 
 clean:

@@ -215,6 +215,7 @@ def _definitions_of(text: str, names: tuple[str, ...]) -> list[str]:
 
 # Lines that only bring in or pass on names defined elsewhere: imports, re-exports, `use`,
 # `#include`, `require`, and the quoted names of an `__all__` list.
+_IMPORT_WORDS = ("import", "export", "use ", "include", "require", "__all__", "using ", "package ")
 _IMPORT_STARTS = frozenset("ifepul#r@\"'_}])")
 _IMPORT_LINE = re.compile(
     r"(?:import\b|from\s+\S+\s+import\b|export\s+(?:\*|\{|type\s+\{)|pub\s+use\b|use\b|"
@@ -227,7 +228,11 @@ REEXPORT_SHARE = 0.6  # ... when this share of its lines import or re-export
 
 def is_reexport(text: str) -> bool:
     """True when most of the chunk's first lines import or re-export names defined elsewhere."""
-    # Judged on the first lines (a chunk of imports starts with them): cheap on every candidate.
+    # Judged on the first lines (a chunk of imports starts with them): cheap on every candidate,
+    # and most chunks have none of the words such lines need.
+    head = text[:400]
+    if not any(word in head for word in _IMPORT_WORDS):
+        return False
     lines = list(islice(filter(None, map(str.lstrip, text.split("\n", 24))), 12))
     if len(lines) < 3:
         return False

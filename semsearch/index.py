@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from semsearch.changes import ChangeMonitor
 from semsearch.chunking import ChunkSettings
 from semsearch.config import (
     Mode,
@@ -60,6 +60,9 @@ from semsearch.store import (
     open_store,
     write_lock,
 )
+
+if TYPE_CHECKING:
+    from semsearch.changes import ChangeMonitor
 
 
 def _absorb(store: Store, outers: Sequence[Path]) -> None:
@@ -211,6 +214,8 @@ class Index:
         check is skipped while a :class:`~semsearch.changes.ChangeMonitor` saw no change."""
         chosen = self._roots(roots)
         stop = stop or threading.Event()
+        from semsearch.changes import ChangeMonitor  # inotify via ctypes: only what watch needs
+
         monitor = ChangeMonitor()
         try:
             while not stop.is_set():

@@ -216,12 +216,14 @@ def _definitions_of(text: str, names: tuple[str, ...]) -> list[str]:
 # Lines that only bring in or pass on names defined elsewhere: imports, re-exports, `use`,
 # `#include`, `require`, and the quoted names of an `__all__` list.
 _IMPORT_WORDS = ("import", "export", "use ", "include", "require", "__all__", "using ", "package ")
-_IMPORT_STARTS = frozenset("ifepul#r@\"'_}])")
 _IMPORT_LINE = re.compile(
     r"(?:import\b|from\s+\S+\s+import\b|export\s+(?:\*|\{|type\s+\{)|pub\s+use\b|use\b|"
     r"#\s*include\b|(?:local\s+\w+\s*=\s*)?require\b|using\b|@_exported\b|package\b|"
-    r"[\"'][\w.]+[\"'],?[ \t]*$|__all__\b|\}[ \t]*from\b|[\])}][ \t]*$)"
+    r"__all__\b|\}[ \t]*from\b)"
 )
+# An item or the end of a list (`"Client",`, `Session,`, `]`, `});`): counts neither way, so an
+# `__all__` list is judged by its first line and a block of closing braces is not an import.
+_LIST_LINE = re.compile(r"(?:[\"']?[\w.]+[\"']?,?|[\])};,]+)[ \t]*$")
 REEXPORT_FACTOR = 0.7  # a chunk of imports and re-exports (`__init__.py`, `index.js`, `mod.rs`)
 REEXPORT_SHARE = 0.6  # ... when this share of its lines import or re-export
 
@@ -236,8 +238,9 @@ def is_reexport(text: str) -> bool:
     lines = list(islice(filter(None, map(str.lstrip, text.split("\n", 24))), 12))
     if len(lines) < 3:
         return False
-    imports = sum(line[0] in _IMPORT_STARTS and bool(_IMPORT_LINE.match(line)) for line in lines)
-    return imports >= REEXPORT_SHARE * len(lines)
+    counted = [line for line in lines if not _LIST_LINE.match(line)]
+    imports = sum(bool(_IMPORT_LINE.match(line)) for line in counted)
+    return imports > 0 and imports >= REEXPORT_SHARE * len(counted)
 
 
 def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]]:

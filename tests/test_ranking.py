@@ -122,6 +122,11 @@ def test_a_file_the_query_names_beats_one_with_the_same_text(
             False,
         ),
         ("from a import b\nfrom c import d\n", False),  # two lines: too short to tell
+        (
+            "use std::fmt;\nfn close(self) {\n    drop(self)\n}\n}\n}\n",
+            False,
+        ),  # braces are not imports
+        ("from ._models import (\n    Request,\n    Response,\n)\nfrom ._api import get\n", True),
     ],
 )
 def test_reexport_chunks(text: str, reexport: bool) -> None:

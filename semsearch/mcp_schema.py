@@ -122,14 +122,18 @@ class HitJson(FileJson):
     text: Annotated[str, Field(description="The chunk's text")]
 
 
+# The freshness flag of search and gather (see docs/mcp.md, "Freshness").
+IndexingFlag = Annotated[
+    bool, Field(description="An index run is under way: recent changes may miss")
+]
+
+
 class SearchOutput(TypedDict):
     """The search tool's structured result."""
 
     results: list[HitJson]
     truncated: Annotated[bool, Field(description="A text was cut at 4,000 characters")]
-    indexing: NotRequired[
-        Annotated[bool, Field(description="An index run is under way: recent changes may miss")]
-    ]
+    indexing: NotRequired[IndexingFlag]
 
 
 class PassageJson(TypedDict):
@@ -160,9 +164,7 @@ class GatherOutput(TypedDict):
     truncated: Annotated[
         bool, Field(description="The 256 KiB cap dropped results or cut the first one")
     ]
-    indexing: NotRequired[
-        Annotated[bool, Field(description="An index run is under way: recent changes may miss")]
-    ]
+    indexing: NotRequired[IndexingFlag]
 
 
 class LinesOutput(FileJson):

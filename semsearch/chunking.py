@@ -16,6 +16,13 @@ start when the whole lines in that tail hold at least half of the budget and at 
 otherwise. The overlap never repeats the whole previous chunk and never pushes a chunk over
 ``hard_token_limit``.
 
+*An edited text* can be chunked to keep the chunks of its earlier version: given the old chunk
+texts, a chunk that starts where an old one (still found verbatim) started ends where that one
+ended, and the chunk an edit touched ends where the next old chunk then starts after the usual
+overlap, as far as the hard limit allows. So an edit is re-embedded as the one or two chunks it
+touches. Greedy packing alone would shift every later boundary of a long run of short lines,
+because each chunk's end depends on where it started.
+
 Chunk text is always a verbatim slice of the source; only leading blank lines and trailing
 whitespace are trimmed from the slice.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +70,8 @@ class TokenSpans(Protocol):
 
 MODEL_WINDOW = 256  # all-MiniLM-L6-v2's position embeddings: tokens per model input
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] wrap every model input
+# Places of an earlier version's chunks looked up in an edited text, at most.
+MAX_OLD_PLACES = 100_000
 
 
 @dataclass(frozen=True)
@@ -157,17 +167,77 @@ def _best_cut(doc: _Doc, candidates: range) -> int:
 
 
 def chunk_text(
-    text: str, tokenizer: TokenSpans, settings: ChunkSettings = ChunkSettings()
+    text: str,
+    tokenizer: TokenSpans,
+    settings: ChunkSettings = ChunkSettings(),
+    previous: Collection[str] = (),
 ) -> list[Chunk]:
     """Split `text` into verbatim, overlapping chunks that each fit the model window.
 
     `tokenizer` is called exactly once, on the whole text. Whitespace-only text gives [].
+    `previous`: the chunk texts of an earlier version of this text; chunks end where those
+    ended where the sizes allow (see the module docstring). Without it the result depends on
+    `text` alone.
     """
     if not text.strip():
         return []
     doc = _Doc(text, tokenizer.token_spans(text))
     pieces = _pieces(doc, settings)
-    return [_make_chunk(doc, start, end) for start, end in _pack(doc, pieces, settings)]
+    old = _OldChunks(doc, previous) if previous else None
+    return [_make_chunk(doc, start, end) for start, end in _pack(doc, pieces, old, settings)]
+
+
+class _OldChunks:
+    """Where the chunks of an earlier version of the text lie in this one, verbatim: each
+    occurrence's start and end (as :func:`_make_chunk` trims them)."""
+
+    def __init__(self, doc: _Doc, previous: Collection[str]) -> None:
+        self.ends: dict[int, list[int]] = {}
+        for old in set(previous):
+            at = doc.text.find(old) if old else -1
+            while at >= 0 and len(self.ends) < MAX_OLD_PLACES:
+                self.ends.setdefault(at, []).append(at + len(old))
+                at = doc.text.find(old, at + 1)
+        self.starts = sorted(self.ends)
+
+
+def _trimmed_start(doc: _Doc, start: int) -> int:
+    """Where a chunk that starts at `start` starts once leading blank lines are trimmed."""
+    match = _NON_SPACE.search(doc.text, start)
+    if match is None:
+        return start
+    newline = doc.text.rfind("\n", start, match.start())
+    return newline + 1 if newline >= 0 else start
+
+
+def _old_end(
+    doc: _Doc, old: _OldChunks, start: int, new_start: int, settings: ChunkSettings
+) -> tuple[int, int] | None:
+    """(start, end) for the chunk that takes the text from `new_start` on, its overlap starting
+    at `start` or later, chosen to keep an earlier version's chunks: the old chunk that starts
+    in that overlap, else an end from which the usual overlap starts where the next old chunk
+    does. None if neither fits the hard limit."""
+    limit = settings.hard_token_limit
+    first = _trimmed_start(doc, new_start)
+    low = bisect_left(old.starts, _trimmed_start(doc, start))
+    for at in old.starts[low : bisect_right(old.starts, first)]:
+        for end in sorted(old.ends[at], reverse=True):
+            if end > new_start and doc.count(at, end) <= limit:
+                return at, end
+    following = bisect_right(old.starts, first)
+    if following == len(old.starts):
+        return None
+    target = old.starts[following]
+    line = doc.line_of(target)  # candidate ends: each line end after the next old start
+    while line < len(doc.line_starts):
+        end = doc.line_starts[line] - 1
+        line += 1
+        if doc.count(start, end) > limit:
+            return None
+        overlap = _overlap_start(doc, (start, end), settings.overlap_tokens)
+        if _trimmed_start(doc, overlap) == target:
+            return start, end
+    return None
 
 
 def _paragraphs(doc: _Doc) -> list[tuple[int, int]]:
@@ -218,10 +288,16 @@ def _split_line(doc: _Doc, start: int, end: int, settings: ChunkSettings) -> lis
 
 
 def _pack(
-    doc: _Doc, pieces: list[tuple[int, int]], settings: ChunkSettings
+    doc: _Doc, pieces: list[tuple[int, int]], old: _OldChunks | None, settings: ChunkSettings
 ) -> list[tuple[int, int]]:
-    """Greedily pack pieces into (start, end) chunk ranges, each with overlap after the first."""
+    """Greedily pack pieces into (start, end) chunk ranges, each with overlap after the first.
+
+    A chunk ends at the last piece that keeps it within ``target_tokens``, unless `old` chunks
+    give an end within the hard limit (:func:`_old_end`); a piece that end falls inside is cut
+    there. Unchanged text therefore comes out chunked as before.
+    """
     ranges: list[tuple[int, int]] = []
+    pieces = list(pieces)
     index = 0
     while index < len(pieces):
         new_start, new_end = pieces[index]
@@ -230,6 +306,15 @@ def _pack(
         while index < len(pieces) and doc.count(start, pieces[index][1]) <= settings.target_tokens:
             new_end = pieces[index][1]
             index += 1
+        kept = _old_end(doc, old, start, new_start, settings) if old else None
+        if kept is not None:
+            start, new_end = kept
+            index = bisect_left(pieces, new_end, key=lambda piece: piece[1])
+            if index < len(pieces) and not doc.text[new_end : pieces[index][1]].strip():
+                new_end = pieces[index][1]  # the untrimmed end, as packing alone would give
+                index += 1
+            elif index < len(pieces) and pieces[index][0] < new_end:
+                pieces[index] = (new_end, pieces[index][1])  # the old end falls inside it
         spare = settings.hard_token_limit - doc.count(new_start, new_end)
         if ranges and doc.count(start, new_start) > spare:
             start = _overlap_start(doc, ranges[-1], spare)

@@ -281,12 +281,22 @@ class Indexer:
         if extracted is None:
             self._record(run, entry, status, digest, reason, name)
             return
-        self._chunk(run, entry, digest, extracted, name)
+        # An edited file is chunked to keep its old chunks where the text is unchanged, so only
+        # the chunks an edit touches are embedded again; --force chunks it afresh.
+        keep = state is not None and state.status == "ok" and not force
+        previous = self._store.chunk_texts(state.id) if keep and state else []
+        self._chunk(run, entry, digest, extracted, name, previous)
 
     def _chunk(
-        self, run: _Run, entry: FileEntry, digest: str, extracted: Extracted, name: str
+        self,
+        run: _Run,
+        entry: FileEntry,
+        digest: str,
+        extracted: Extracted,
+        name: str,
+        previous: list[str],
     ) -> None:
-        records = self._records(extracted)
+        records = self._records(extracted, previous)
         if not records:
             self._record(run, entry, "empty", digest, "no text", name)
             return
@@ -303,15 +313,17 @@ class Indexer:
         run.pending.append((write, run.done))
         run.pending_chunks += len(records)
 
-    def _records(self, extracted: Extracted) -> tuple[ChunkRecord, ...]:
-        """Chunk the text; a paged document is chunked page by page so each chunk has one page."""
+    def _records(self, extracted: Extracted, previous: list[str]) -> tuple[ChunkRecord, ...]:
+        """Chunk the text; a paged document is chunked page by page so each chunk has one page.
+        ``previous``: the file's chunk texts before this change (see ``chunking.chunk_text``)."""
         text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
         if not extracted.pages:
             bounds = [0, len(text)]
         records: list[ChunkRecord] = []
         for start, end in itertools.pairwise(bounds):
             line_shift = text.count("\n", 0, start)
-            for c in chunk_text(text[start:end], self._embedder, self._settings.chunking):
+            page = text[start:end]
+            for c in chunk_text(page, self._embedder, self._settings.chunking, previous):
                 records.append(
                     ChunkRecord(
                         c.start_line + line_shift,

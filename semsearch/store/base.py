@@ -162,6 +162,9 @@ class Store(Protocol):
         ``set_model``.
         """
 
+    def chunk_texts(self, file_id: int) -> list[str]:
+        """The texts of one file's stored chunks, in order ([] for an unknown file)."""
+
     def pending_texts(self, limit: int) -> list[tuple[str, str]]:
         """(text hash, text) of up to ``limit`` distinct texts of chunks without a vector,
         the oldest chunks first."""

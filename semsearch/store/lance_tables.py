@@ -303,6 +303,15 @@ class VectorColumns:
         matrix = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
         return dict(zip(table["text_hash"].to_pylist(), matrix, strict=True))
 
+    def chunk_texts(self, file_id: int) -> list[str]:
+        """The texts of one file's stored chunks, in order."""
+        chunks = self._chunk_table()
+        if chunks is None:
+            return []
+        query = chunks.search().where(f"file_id = {int(file_id)}").select(["ord", "text"])
+        rows = retry(query.limit(None).to_arrow).to_pylist()
+        return [row["text"] for row in sorted(rows, key=lambda row: row["ord"])]
+
     def pending_texts(self, limit: int) -> list[tuple[str, str]]:
         """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
         if not self.has_flags():

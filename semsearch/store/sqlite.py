@@ -307,6 +307,13 @@ class SqliteStore:
             ],
         )
 
+    def chunk_texts(self, file_id: int) -> list[str]:
+        """The texts of one file's stored chunks, in order."""
+        rows = self._conn.execute(
+            "SELECT text FROM chunks WHERE file_id = ? ORDER BY ord", (file_id,)
+        )
+        return [text for (text,) in rows]
+
     def pending_texts(self, limit: int) -> list[tuple[str, str]]:
         """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
         rows = self._conn.execute(

@@ -9,7 +9,8 @@ every file is then committed with its text and FTS terms) as a fraction of the r
 and the child's peak RSS. Part 2, in this process, edits one line in the middle of the corpus's
 longest file, and then changes 5 % of the lines of the whole copy (a synthetic branch switch:
 hunks of 10 consecutive lines rewritten at random places, seed 0, as a diff between branches
-looks), and counts ``chunksEmbedded`` of each run.
+looks), and counts ``chunksEmbedded`` of each run against the chunks that held a changed line
+before the change (``chunks_touched``: what any chunking has to embed again).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import random
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -97,14 +99,22 @@ def main() -> int:
     lines[len(lines) // 2] += "  # edited"
     longest.write_text("\n".join(lines) + "\n")
     edit = index_json(work, copy)
-    changed, total = branch_change(text_files(copy), share=0.05, hunk=10)
+    hunks = branch_change(text_files(copy), share=0.05, hunk=10)
+    touched = touched_chunks(work / "index.db", copy, hunks)
     branch = index_json(work, copy)
+    changed, total = sum(len(lines) for lines in hunks.values()), count_lines(text_files(copy))
     figures = {
         "machine": machine(),
         "fresh": fresh,
         "searchable_fraction": fresh["first_pass_s"] / fresh["update_s"],
         "edit": {"file": longest.name, "lines": longest_lines, **_counts(edit)},
-        "branch": {"lines_changed": changed, "lines": total, **_counts(branch)},
+        "branch": {
+            "lines_changed": changed,
+            "lines": total,
+            "chunks_touched": touched,
+            **_counts(branch),
+            "embedded_per_touched": branch["chunksEmbedded"] / max(touched, 1),
+        },
     }
     print(json.dumps(figures, indent=2))
     if args.json:
@@ -112,22 +122,42 @@ def main() -> int:
     return 0
 
 
-def branch_change(paths: list[Path], share: float, hunk: int) -> tuple[int, int]:
+def branch_change(paths: list[Path], share: float, hunk: int) -> dict[Path, set[int]]:
     """Rewrite ``share`` of all lines in hunks of ``hunk`` lines at random places (seed 0);
-    returns (lines changed, lines)."""
+    returns the changed line numbers (1-based) of each changed file."""
     texts = {p: p.read_text(errors="replace").splitlines() for p in paths}
     places = [(p, n) for p, lines in texts.items() for n in range(0, len(lines), hunk)]
     total = sum(len(lines) for lines in texts.values())
     chosen = random.Random(0).sample(places, round(total * share / hunk))
-    changed = 0
+    changed: dict[Path, set[int]] = {}
     for path, start in chosen:
         lines = texts[path]
         for n in range(start, min(start + hunk, len(lines))):
             lines[n] = f"# branch change {n}: " + lines[n]
-            changed += 1
+            changed.setdefault(path, set()).add(n + 1)
     for path, lines in texts.items():
         path.write_text("\n".join(lines) + "\n")
-    return changed, total
+    return changed
+
+
+def count_lines(paths: list[Path]) -> int:
+    return sum(len(p.read_text(errors="replace").splitlines()) for p in paths)
+
+
+def touched_chunks(db: Path, folder: Path, changed: dict[Path, set[int]]) -> int:
+    """Stored chunks that hold a changed line: what any chunking has to embed again (the
+    figure's "chunks whose text changed")."""
+    conn = sqlite3.connect(db)
+    touched = 0
+    for path, lines in changed.items():
+        rows = conn.execute(
+            "SELECT c.start_line, c.end_line FROM chunks c JOIN files f ON f.id = c.file_id"
+            " WHERE f.rel = ?",
+            (path.relative_to(folder).as_posix(),),
+        ).fetchall()
+        touched += sum(1 for start, end in rows if any(start <= n <= end for n in lines))
+    conn.close()
+    return touched
 
 
 def _counts(summary: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from semsearch.model_files import (
     Variant,
     cpu_flags,
     default_variant,
+    optimised_copy,
     packaged_tokenizer,
     sha256_of,
     variant_file,
@@ -151,6 +152,10 @@ def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic
     builds the fp32 session in ~0.04 s instead of ~0.17 s (BASIC folds the int8-stored weights
     to float32 once), but every call dequantises again (a query takes ~11 ms instead of
     ~2.5 ms). Worth it for a process that embeds one query and exits.
+
+    ``basic`` builds from the optimised copy in the user's cache (``model_files.optimised_copy``:
+    made on first use, weights mapped rather than copied, ~60 MiB less per session, 0.04 s to
+    build) and ``off`` uses that copy when it exists, so a one-shot query then runs optimised.
     """
     key = (str(model_file), threads, spinning, level)
     with _SESSIONS_LOCK:
@@ -159,6 +164,10 @@ def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic
 
             options = ort.SessionOptions()
             levels = ort.GraphOptimizationLevel
+            source = model_file
+            if level in ("basic", "off"):  # "off" uses a copy if one exists, never makes one
+                copy = optimised_copy(model_file, create=level == "basic")
+                source, level = (copy, "off") if copy is not None else (model_file, level)
             options.graph_optimization_level = {
                 "off": levels.ORT_DISABLE_ALL,
                 "basic": levels.ORT_ENABLE_BASIC,
@@ -171,7 +180,7 @@ def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic
             )
             try:
                 _SESSIONS[key] = ort.InferenceSession(
-                    str(model_file), options, providers=["CPUExecutionProvider"]
+                    str(source), options, providers=["CPUExecutionProvider"]
                 )
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ModelError(f"Cannot load model {model_file}: {exc}") from exc

@@ -15,9 +15,16 @@ from semsearch.index import Index
 from semsearch.store import Store, open_store
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One optimised-model cache for the whole run (each copy of the fp32 model is 90 MB)."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point HOME and the XDG folders into tmp_path; drop any SS_* setting."""
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path) -> Path:
+    """Point HOME and the XDG folders into tmp_path; drop any SS_* setting but the shared
+    optimised-model cache (``SS_MODEL_CACHE``)."""
     for name in list(os.environ):
         if name.startswith("SS_") or name.startswith("XDG_"):
             monkeypatch.delenv(name)
@@ -26,6 +33,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("SS_MODEL_CACHE", str(model_cache))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     return home

@@ -1,0 +1,114 @@
+"""The optimised model copy in the user's cache: same vectors, made once, replaced when stale,
+and never needed (a cache that cannot be written falls back to the model itself)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import semsearch.embedder as embedder_module
+from semsearch.embedder import OnnxEmbedder
+from semsearch.model_files import VARIANTS, model_cache_dir, optimised_copy, variant_file
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
+FP32 = variant_file(VARIANTS["fp32"])
+
+
+@pytest.fixture
+def fresh_sessions(monkeypatch: pytest.MonkeyPatch) -> dict[Any, Any]:
+    """An empty process-wide session table, so each embedder here builds its own sessions."""
+    sessions: dict[Any, Any] = {}
+    monkeypatch.setattr(embedder_module, "_SESSIONS", sessions)
+    return sessions
+
+
+def vectors(texts: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    embedder = OnnxEmbedder(variant="fp32")
+    return embedder.embed(texts), embedder.embed_query(texts[0])
+
+
+def test_the_copy_gives_the_vectors_of_the_model_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_sessions: dict[Any, Any]
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", "off")
+    plain, plain_query = vectors(REFERENCE["sentences"])
+    fresh_sessions.clear()
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    cached, cached_query = vectors(REFERENCE["sentences"])
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [optimised_copy(FP32).parent.name]
+    assert np.abs(cached - plain).max() < 1e-5 and np.abs(cached_query - plain_query).max() < 1e-5
+    expected = np.asarray(REFERENCE["vectors"], dtype=np.float32)
+    assert ((cached * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)).min() >= 0.999
+
+
+def test_a_copy_is_made_once_and_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    assert optimised_copy(FP32, create=False) is None
+    made = optimised_copy(FP32)
+    assert made is not None and (made.parent / "model.data").stat().st_size > 80_000_000
+    stamp = made.stat().st_mtime_ns
+    assert optimised_copy(FP32) == optimised_copy(FP32, create=False) == made
+    assert made.stat().st_mtime_ns == stamp
+
+
+def test_a_changed_model_file_gets_a_new_copy_and_the_old_one_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "models" / "model.onnx"
+    model.parent.mkdir()
+    shutil.copyfile(FP32, model)
+    first = optimised_copy(model)
+    os.utime(model, ns=(1_000_000_000, 1_000_000_000))
+    second = optimised_copy(model)
+    assert first is not None and second is not None and first != second
+    assert second.is_file() and not first.parent.exists()
+
+
+def test_threads_racing_to_make_the_copy_all_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    results: list[Path | None] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(optimised_copy(FP32))) for _ in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(results)) == 1 and results[0] is not None and results[0].is_file()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [results[0].parent.name]
+
+
+@pytest.mark.parametrize("setting", ["off", "0", "blocked"])
+def test_without_a_usable_cache_the_model_itself_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_sessions: dict[Any, Any], setting: str
+) -> None:
+    if setting == "blocked":  # a file where the cache folder should be: mkdir fails, even as root
+        (tmp_path / "file").write_text("x")
+        setting = str(tmp_path / "file" / "cache")
+    monkeypatch.setenv("SS_MODEL_CACHE", setting)
+    assert optimised_copy(FP32) is None
+    found, _ = vectors(REFERENCE["sentences"])
+    expected = np.asarray(REFERENCE["vectors"], dtype=np.float32)
+    assert ((found * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)).min() >= 0.999
+
+
+def test_the_cache_defaults_to_the_xdg_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SS_MODEL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert model_cache_dir() == tmp_path / "xdg" / "semsearch" / "models"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert model_cache_dir() == Path.home() / ".cache" / "semsearch" / "models"

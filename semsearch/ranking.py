@@ -47,6 +47,36 @@ FILE_DECAY = 0.4  # n-th chunk of one file x FILE_DECAY**(n-1); 0.5 before the f
 STEM_BOOST = 2.0
 STEM_NOTE = "file name in the query"
 STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
+FOLDER_BOOST = 1.2  # 1.15: 0.8626, 1.2: 0.8629, 1.35: 0.8623 over the 46 repos (RESULTS.md)
+FOLDER_NOTE = "folder named in the query"
+FOLDER_DEPTH = 3  # the last folders of a path that count
+_GENERIC_FOLDERS = frozenset(
+    [
+        "src",
+        "lib",
+        "source",
+        "sources",
+        "main",
+        "java",
+        "kotlin",
+        "scala",
+        "go",
+        "pkg",
+        "internal",
+        "include",
+        "app",
+        "apps",
+        "packages",
+        "modules",
+        "core",
+        "common",
+        "util",
+        "utils",
+        "test",
+        "tests",
+        "spec",
+    ]
+)
 # Stems that name no topic: the folder names the file instead (`router/index.ts`, `http/mod.rs`).
 _GENERIC_STEMS_TEXT = "index mod init __init__ main lib core utils util types base common helpers"
 _GENERIC_STEMS = frozenset(_GENERIC_STEMS_TEXT.split())
@@ -184,6 +214,17 @@ def file_name_words(rel: str) -> frozenset[str]:
     return words - _GENERIC_PARTS if words - _GENERIC_PARTS - STOP_WORDS else words
 
 
+@functools.lru_cache(maxsize=65_536)
+def folder_words(rel: str) -> frozenset[str]:
+    """The words of the file's last ``FOLDER_DEPTH`` folders, generic ones (``src``, ``lib``)
+    left out, as :func:`stem_words` spells them."""
+    words: set[str] = set()
+    for folder in rel.split("/")[:-1][-FOLDER_DEPTH:]:
+        if folder.lower() not in _GENERIC_FOLDERS:
+            words.update(stem_words(split_identifier(folder)))
+    return frozenset(word for word in words - STOP_WORDS if len(word) > 2)
+
+
 def names_file(rel: str, info: QueryInfo) -> bool:
     """True when every word of the file's name is a word of the query."""
     name = file_name_words(rel)
@@ -254,6 +295,8 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
         words = len(file_name_words(rel))
         share = 1.0 if words > 1 else STEM_SINGLE_SHARE
         priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
+    if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
+        priors.append((FOLDER_NOTE, FOLDER_BOOST))
     for label, lifted_by, factor in _path_kinds(rel):
         if not info.words & lifted_by:
             priors.append((f"{label} file", factor))
@@ -261,7 +304,7 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
     return priors
 
 
-RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE)  # the priors that raise a score
+RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE, FOLDER_NOTE)  # the priors that raise a score
 
 
 def best_prior(raising: dict[str, float]) -> float:

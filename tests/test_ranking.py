@@ -82,6 +82,32 @@ def test_file_name_prior_is_named_and_graded_by_name_length() -> None:
     assert STEM_NOTE not in dict(chunk_priors("src/cache.py", "x = 1\n", info))
 
 
+@pytest.mark.parametrize(
+    ("rel", "words"),
+    [
+        ("tokio/src/runtime/builder.rs", {"tokio", "runtime"}),  # src is generic
+        ("a/b/c/d/handlers/errors.py", {"handlers"}),  # the last three; one letter is no word
+        ("lib/middleware/errors.py", {"middleware"}),
+        ("Sources/Vapor/Utilities/Storage.swift", {"vapor", "utilities"}),
+        ("src/main/java/Foo.java", set()),
+        ("setup.py", set()),
+    ],
+)
+def test_folder_words(rel: str, words: set[str]) -> None:
+    assert ranking.folder_words(rel) == {ranking.stem_words([w])[0] for w in words}
+
+
+def test_folder_prior_is_named_and_needs_a_folder_word_in_the_query() -> None:
+    info = query_info("how the runtime builder configures thread pools")
+    priors = dict(chunk_priors("tokio/src/runtime/pool.rs", "x = 1\n", info))
+    assert priors[ranking.FOLDER_NOTE] == pytest.approx(ranking.FOLDER_BOOST) and priors
+    assert ranking.FOLDER_NOTE not in dict(chunk_priors("tokio/src/net/tcp.rs", "x = 1\n", info))
+    assert ranking.FOLDER_NOTE not in dict(
+        chunk_priors("src/lib/x.rs", "x = 1\n", query_info("src lib"))
+    )
+    assert best_prior({ranking.FOLDER_NOTE: ranking.FOLDER_BOOST}) == ranking.FOLDER_BOOST
+
+
 def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:
     assert best_prior({}) == 1.0
     assert best_prior({ranking.DEFINES_NOTE: 1.5}) == 1.5

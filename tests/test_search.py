@@ -166,7 +166,10 @@ def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Inde
     assert hits[1].priors == ("private file x0.7",)
     asked = hash_index.search("internal validators", k=2)
     assert all(not p.startswith("private file") for hit in asked for p in hit.priors)
-    assert [p for hit in asked for p in hit.priors] == ["file name in the query x1.5"]
+    assert [p for hit in asked for p in hit.priors] == [
+        "file name in the query x1.5",
+        "folder named in the query x1.2",  # the query names `_internal/`
+    ]
 
 
 def test_hybrid_search_off_makes_vector_only_the_default(two_folders: Index) -> None:

@@ -50,33 +50,11 @@ STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
 FOLDER_BOOST = 1.2  # 1.15: 0.8626, 1.2: 0.8629, 1.35: 0.8623 over the 46 repos (RESULTS.md)
 FOLDER_NOTE = "folder named in the query"
 FOLDER_DEPTH = 3  # the last folders of a path that count
-_GENERIC_FOLDERS = frozenset(
-    [
-        "src",
-        "lib",
-        "source",
-        "sources",
-        "main",
-        "java",
-        "kotlin",
-        "scala",
-        "go",
-        "pkg",
-        "internal",
-        "include",
-        "app",
-        "apps",
-        "packages",
-        "modules",
-        "core",
-        "common",
-        "util",
-        "utils",
-        "test",
-        "tests",
-        "spec",
-    ]
+_GENERIC_FOLDERS_TEXT = (
+    "src lib source sources main java kotlin scala go pkg internal include app apps packages "
+    "modules core common util utils test tests spec"
 )
+_GENERIC_FOLDERS = frozenset(_GENERIC_FOLDERS_TEXT.split())
 # Stems that name no topic: the folder names the file instead (`router/index.ts`, `http/mod.rs`).
 _GENERIC_STEMS_TEXT = "index mod init __init__ main lib core utils util types base common helpers"
 _GENERIC_STEMS = frozenset(_GENERIC_STEMS_TEXT.split())

@@ -39,17 +39,23 @@ DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the def
 # defined names half. terms 0.5 → 1 with the folder prior: 46 repos 0.8629 → 0.8645, SciFact
 # hybrid 0.7198 → 0.7206; 2 and 3 gained more on code but cost SciFact (bench/RESULTS.md).
 COLUMN_WEIGHTS = {"text": 1.0, "terms": 1.0, "defines": 0.5}
-DEFINITION_BOOST = 1.5  # a chunk defining a queried symbol; 2.0 measured no better
+DEFINITION_BOOST = 1.3  # a chunk defining a queried symbol; 1.5 before the folder prior
 DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
-FILE_DECAY = 0.4  # n-th chunk of one file x FILE_DECAY**(n-1); 0.5 before the file-name prior
+FILE_DECAY = 0.3  # n-th chunk of one file x FILE_DECAY**(n-1); 0.4 before the folder prior
 # A file the query names: every word of its stem (`RetryMiddleware.php`, `client/session.py`) is a
 # word of the query ("retry middleware and backoff", "http client session").
-STEM_BOOST = 2.0
+STEM_BOOST = 2.3  # 2.0 before the folder prior (RESULTS.md tuning log)
 STEM_NOTE = "file name in the query"
 STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
 FOLDER_BOOST = 1.2  # 1.15: 0.8626, 1.2: 0.8629, 1.35: 0.8623 over the 46 repos (RESULTS.md)
 FOLDER_NOTE = "folder named in the query"
 FOLDER_DEPTH = 3  # the last folders of a path that count
+TYPES_FACTOR = 0.8  # a file of type declarations (`types/`, `.d.ts`); 0.65 measured lower
+TYPES_NOTE = "type declarations file"
+_TYPES_PATH = re.compile(r"(^|/)(types?|typings)/|\.d\.ts$")
+_TYPES_WORDS = frozenset(
+    {"type", "types", "typing", "typings", "interface", "interfaces", "declaration"}
+)
 _GENERIC_FOLDERS_TEXT = (
     "src lib source sources main java kotlin scala go pkg internal include app apps packages "
     "modules core common util utils test tests spec"
@@ -275,6 +281,8 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
         priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
     if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
         priors.append((FOLDER_NOTE, FOLDER_BOOST))
+    if TYPES_FACTOR != 1.0 and not info.words & _TYPES_WORDS and _TYPES_PATH.search(rel.lower()):
+        priors.append((TYPES_NOTE, TYPES_FACTOR))
     for label, lifted_by, factor in _path_kinds(rel):
         if not info.words & lifted_by:
             priors.append((f"{label} file", factor))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from semsearch import __version__
+from semsearch import __version__, ranking
 from semsearch.cli import COMMANDS, build_parser, main
 from semsearch.cli_output import Progress, progress_line
 from semsearch.config import load_settings
@@ -129,7 +129,8 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--explain")
-    assert "vector #1  ·  bm25 #1  ·  definitions #1  ·  defines a queried symbol x1.5" in out
+    defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+    assert f"vector #1  ·  bm25 #1  ·  definitions #1  ·  {defines}" in out
     code, out, _ = run(capsys, "status")
     assert "files         1" in out and "chunks        1" in out and "0 changed since" in out
     (project / "new.md").write_text("fresh\n")

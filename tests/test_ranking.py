@@ -108,6 +108,24 @@ def test_folder_prior_is_named_and_needs_a_folder_word_in_the_query() -> None:
     assert best_prior({ranking.FOLDER_NOTE: ranking.FOLDER_BOOST}) == ranking.FOLDER_BOOST
 
 
+@pytest.mark.parametrize(
+    ("rel", "query", "lowered"),
+    [
+        ("packages/vitest/src/node/types/config.ts", "how tests are run", True),
+        ("src/typings/index.d.ts", "how tests are run", True),
+        ("lib/api.d.ts", "how tests are run", True),
+        ("packages/vitest/src/node/types/config.ts", "config types", False),  # asked for
+        ("src/node/interface/config.ts", "how tests are run", False),
+        ("src/prototypes/config.ts", "how tests are run", False),  # a folder named otherwise
+    ],
+)
+def test_type_declarations_prior(rel: str, query: str, lowered: bool) -> None:
+    priors = dict(chunk_priors(rel, "x = 1\n", query_info(query)))
+    assert (ranking.TYPES_NOTE in priors) is lowered
+    if lowered:
+        assert priors[ranking.TYPES_NOTE] == ranking.TYPES_FACTOR < 1.0
+
+
 def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:
     assert best_prior({}) == 1.0
     assert best_prior({ranking.DEFINES_NOTE: 1.5}) == 1.5

@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from semsearch import ranking
 from semsearch.errors import UsageError
 from semsearch.index import Index
 from semsearch.search import rrf
 from tests.conftest import BACKENDS, write_tree
+
+# How --explain names the priors at their current weights (semsearch/ranking.py).
+DEFINES = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+ONE_WORD_BOOST = 1 + (ranking.STEM_BOOST - 1) * ranking.STEM_SINGLE_SHARE
+ONE_WORD_NAME = f"{ranking.STEM_NOTE} x{ONE_WORD_BOOST:g}"
+FOLDER = f"{ranking.FOLDER_NOTE} x{ranking.FOLDER_BOOST:g}"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -67,8 +74,8 @@ def test_hybrid_scores_are_on_one_scale(two_folders: Index) -> None:
     top = two_folders.search("retry_payment", k=1)[0]
     assert (top.vector_rank, top.lexical_rank) == (1, 1)
     # retry.py is named by the query too (its stem is a word of retry_payment)
-    assert top.priors == ("defines a queried symbol x1.5", "file name in the query x1.5")
-    # fused score 1.0 (first in both arms) x the priors 1.5 x 1.5, / 2.25 the best possible
+    assert top.priors == (DEFINES, ONE_WORD_NAME)
+    # fused score 1.0 (first in both arms) x both priors, / the same product: the best possible
     assert top.score == pytest.approx(1.0)
     no_word_matches = two_folders.search("zzzz qqqq", k=1)[0]
     assert no_word_matches.lexical_rank is None and no_word_matches.priors == ()
@@ -123,7 +130,7 @@ def test_definition_beats_call_sites_for_a_symbol_query(tmp_path: Path, hash_ind
     hash_index.update([root])
     top = hash_index.search("compute_invoice_total", k=2)
     assert top[0].rel == "billing/invoice.py"
-    assert "defines a queried symbol x1.5" in top[0].priors
+    assert DEFINES in top[0].priors
 
 
 def test_test_file_loses_to_the_source_it_tests(tmp_path: Path, hash_index: Index) -> None:
@@ -153,7 +160,7 @@ def test_more_chunks_of_one_file_get_diminishing_returns(tmp_path: Path, hash_in
     hash_index.update([root])
     hits = hash_index.search("caching layers", k=3)
     repeated = [hit for hit in hits if hit.rel == "cache.md"]
-    assert any("chunk 2 of this file x0.4" in hit.priors for hit in repeated)
+    assert any(f"chunk 2 of this file x{ranking.FILE_DECAY:g}" in hit.priors for hit in repeated)
     assert "other.md" in [hit.rel for hit in hits]
 
 
@@ -167,8 +174,8 @@ def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Inde
     asked = hash_index.search("internal validators", k=2)
     assert all(not p.startswith("private file") for hit in asked for p in hit.priors)
     assert [p for hit in asked for p in hit.priors] == [
-        "file name in the query x1.5",
-        "folder named in the query x1.2",  # the query names `_internal/`
+        ONE_WORD_NAME,
+        FOLDER,  # the query names `_internal/`
     ]
 
 
@@ -242,8 +249,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
         "docs/retry.md:1",
         "docs/guide.md:1",
         "billing/invoice.py:1",
-        "billing/report.py:1",
         "net/_internal/_retry.py:1",
+        "billing/report.py:1",
         "src/parser.py:1",
     ],
     ("hybrid", "parse_header"): [
@@ -272,8 +279,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
         "billing/invoice.py:1",
         "billing/report.py:1",
         "docs/retry.md:1",
-        "docs/guide.md:15",
         "net/retry.py:1",
+        "docs/guide.md:15",
         "examples/retry_demo.py:1",
     ],
     ("hybrid", "tests for compute_invoice_total"): [
@@ -421,12 +428,12 @@ def test_scores_stay_within_zero_and_one_with_the_definition_boost(
         hits = ranking_corpus.search(query, k=8, mode=mode)  # type: ignore[arg-type]
         assert all(0.0 <= hit.score <= 1.0 for hit in hits), (query, [h.score for h in hits])
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        boosted += sum("defines a queried symbol x1.5" in hit.priors for hit in hits)
+        boosted += sum(DEFINES in hit.priors for hit in hits)
     assert boosted >= 5
     (top,) = ranking_corpus.search("parse_header", k=1, mode=mode)  # type: ignore[arg-type]
     assert (top.rel, top.priors, top.score) == (
         "src/parser.py",
-        ("defines a queried symbol x1.5", "file name in the query x1.5"),
+        (DEFINES, ONE_WORD_NAME),
         1.0,
     )
 
@@ -440,14 +447,14 @@ def test_a_symbol_query_nothing_defines_can_still_score_one(ranking_corpus: Inde
 
 @pytest.mark.parametrize("store_backend", ["sqlite"])
 def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
-    # The scores the code before the rescaling gave: the cosine, times the priors.
+    # The scores the code before the rescaling gave: the cosine, times the priors (parse_header:
+    # a cosine of 0.316228, times the definition and file-name priors; parser.py is named by it).
     for query, score, priors in [
         ("how are failed calls retried with backoff", 0.801784, ()),
-        # 0.474342 before the file-name prior (parser.py is named by parse_header): x1.5
         (
             "parse_header",
-            0.711513,
-            ("defines a queried symbol x1.5", "file name in the query x1.5"),
+            0.316228 * ranking.DEFINITION_BOOST * ONE_WORD_BOOST,
+            (DEFINES, ONE_WORD_NAME),
         ),
     ]:
         (hit,) = ranking_corpus.search(query, k=1, mode="vector")

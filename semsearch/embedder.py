@@ -36,6 +36,7 @@ import functools
 import hashlib
 import os
 import re
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -162,29 +163,32 @@ def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic
         if key not in _SESSIONS:
             import onnxruntime as ort  # heavy: imported only when something is embedded
 
-            options = ort.SessionOptions()
-            levels = ort.GraphOptimizationLevel
-            source = model_file
+            session = None
             if level in ("basic", "off"):  # "off" uses a copy if one exists, never makes one
                 copy = optimised_copy(model_file, create=level == "basic")
-                source, level = (copy, "off") if copy is not None else (model_file, level)
-            options.graph_optimization_level = {
-                "off": levels.ORT_DISABLE_ALL,
-                "basic": levels.ORT_ENABLE_BASIC,
-                "extended": levels.ORT_ENABLE_EXTENDED,
-            }[level]
-            options.intra_op_num_threads = threads
-            options.log_severity_level = 3
-            options.add_session_config_entry(
-                "session.intra_op.allow_spinning", "1" if spinning else "0"
-            )
+                try:
+                    session = _build(ort, copy, threads, spinning, "off") if copy else None
+                except Exception:  # a damaged copy (a file of it deleted): made again next time
+                    shutil.rmtree(copy.parent if copy else "", ignore_errors=True)
             try:
-                _SESSIONS[key] = ort.InferenceSession(
-                    str(source), options, providers=["CPUExecutionProvider"]
-                )
+                _SESSIONS[key] = session or _build(ort, model_file, threads, spinning, level)
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ModelError(f"Cannot load model {model_file}: {exc}") from exc
         return _SESSIONS[key]
+
+
+def _build(ort: Any, model_file: Path, threads: int, spinning: bool, level: str) -> Any:
+    options = ort.SessionOptions()
+    levels = ort.GraphOptimizationLevel
+    options.graph_optimization_level = {
+        "off": levels.ORT_DISABLE_ALL,
+        "basic": levels.ORT_ENABLE_BASIC,
+        "extended": levels.ORT_ENABLE_EXTENDED,
+    }[level]
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
 
 
 class OnnxEmbedder:

@@ -112,3 +112,17 @@ def test_the_cache_defaults_to_the_xdg_cache_folder(
     assert model_cache_dir() == tmp_path / "xdg" / "semsearch" / "models"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert model_cache_dir() == Path.home() / ".cache" / "semsearch" / "models"
+
+
+def test_a_damaged_copy_is_dropped_and_the_model_itself_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_sessions: dict[Any, Any]
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    made = optimised_copy(FP32)
+    assert made is not None
+    (made.parent / "model.data").write_bytes(b"")  # truncated weights
+    found, _ = vectors(REFERENCE["sentences"])
+    expected = np.asarray(REFERENCE["vectors"], dtype=np.float32)
+    assert ((found * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)).min() >= 0.999
+    # The damaged copy was dropped; the query session, built next, made a whole one again.
+    assert (made.parent / "model.data").stat().st_size > 80_000_000

@@ -30,6 +30,7 @@ from semsearch.ranking import (
     CANDIDATES_PER_K,
     DEFINITION_POOL,
     FILE_DECAY,
+    FILE_VECTOR_WEIGHT,
     POOL_MIN,
     POOL_PER_K,
     RAISING_NOTES,
@@ -38,6 +39,7 @@ from semsearch.ranking import (
     best_prior,
     chunk_priors,
     defines_queried,
+    file_lifted,
     query_info,
 )
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
@@ -164,6 +166,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         if use_vectors:
             nearest = store.nearest(embedder.embed_query(query), pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
+            if options.mode == "hybrid" and FILE_VECTOR_WEIGHT:
+                arms["vector"] = file_lifted(nearest, store.chunk_files(arms["vector"]))
     finally:
         if lexical is not None:
             arms.update(lexical.result())
@@ -209,7 +213,11 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
 
 
 def _assemble(
-    store: Store, info: QueryInfo, k: int, scores: dict[int, float], arms: dict[str, list[int]]
+    store: Store,
+    info: QueryInfo,
+    k: int,
+    scores: dict[int, float],
+    arms: dict[str, list[int]],
 ) -> tuple[list[Hit], dict[str, float]]:
     """The top k hits, and the largest factor of each raising prior among them."""
     order = sorted(scores, key=lambda cid: -scores[cid])

@@ -126,6 +126,18 @@ def test_type_declarations_prior(rel: str, query: str, lowered: bool) -> None:
         assert priors[ranking.TYPES_NOTE] == ranking.TYPES_FACTOR < 1.0
 
 
+def test_file_lift_prefers_a_file_whose_best_chunks_all_match() -> None:
+    # file 1: one spike among weak chunks; file 2: three good chunks; file 3: one chunk alone
+    nearest = [(10, 0.80), (20, 0.78), (21, 0.77), (22, 0.76), (30, 0.70), (11, 0.40), (12, 0.40)]
+    file_of = {10: 1, 11: 1, 12: 1, 20: 2, 21: 2, 22: 2, 30: 3}
+    lifted = ranking.file_lifted(nearest, file_of)
+    # 0.80 + 1.5 x mean(0.80, 0.40, 0.40) = 1.60 < 0.70 + 1.5 x 0.70 = 1.75 < 0.76 + 1.5 x 0.77
+    assert lifted == [20, 21, 22, 30, 10, 11, 12]
+    # a chunk alone in its file keeps (1 + weight) x its cosine: no penalty for a short file
+    assert ranking.file_lifted([(30, 0.7), (10, 0.69)], {30: 3, 10: 1}) == [30, 10]
+    assert ranking.file_lifted([(5, 0.5), (6, 0.5)], {}) == [5, 6]  # ties keep the arm's order
+
+
 def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:
     assert best_prior({}) == 1.0
     assert best_prior({ranking.DEFINES_NOTE: 1.5}) == 1.5

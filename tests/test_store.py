@@ -328,6 +328,17 @@ def test_nearest_is_the_exact_top_k_within_the_files_asked(store: Store) -> None
     assert store.nearest(query, 5, []) == []
 
 
+def test_chunk_files_name_the_file_of_each_nearest_chunk(store: Store) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([random_write(folder, f"f{n}.md", 4, seed=n) for n in range(3)])
+    query = np.ones(4, dtype=np.float32) / 2
+    found = [chunk for chunk, _ in store.nearest(query, 12, None)]
+    expected = {row.id: row.file_id for row in store.chunks(found)}
+    assert store.chunk_files(found) == expected and len(set(expected.values())) == 3
+    assert store.chunk_files([*found[:2], 10**9]) == {i: expected[i] for i in found[:2]}
+    assert store.chunk_files([]) == {}
+
+
 def test_nearest_follows_writes_replacements_and_deletes(store: Store) -> None:
     folder = store.ensure_folder("/srv/a", "a")
     written = {f"f{n}.md": random_write(folder, f"f{n}.md", 4, seed=n) for n in range(3)}

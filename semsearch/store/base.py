@@ -224,6 +224,10 @@ class Store(Protocol):
         is not the stored dimension: check ``model()`` first.
         """
 
+    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id for chunks just returned by :meth:`nearest` (from memory where the
+        vectors are held there; chunks not found are left out)."""
+
     def lexical(self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None) -> list[int]:
         """Ids of the chunks matching a full-text query, best BM25 first, at most ``limit``.
 

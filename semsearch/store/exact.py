@@ -72,6 +72,13 @@ class ExactVectors:
         self.ids, self.file_ids = ids[order], file_ids[order]
         self.matrix = np.ascontiguousarray(matrix[order])
 
+    def files_of(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id for those of ``ids`` held here."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, wanted), max(len(self.ids) - 1, 0))
+        found = self.ids[at] == wanted if len(self.ids) else np.zeros(len(wanted), dtype=bool)
+        return dict(zip(wanted[found].tolist(), self.file_ids[at[found]].tolist(), strict=True))
+
     def clear(self) -> None:
         """Forget the matrix (its owner answers another way now); the next refresh reads all."""
         self.generation = -1

@@ -422,6 +422,12 @@ class LanceStore(VectorColumns):
 
         return retry(run)
 
+    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id: from the vectors in memory below the ANN threshold."""
+        if not self.has_ann():
+            return self._exact.files_of(ids)
+        return {row.id: row.file_id for row in self.chunks(ids)}
+
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked (chunks of unknown files are left out)."""
         chunks = self._chunk_table()

@@ -421,6 +421,10 @@ class SqliteStore:
         """(chunk id, cosine) of the ``pool`` nearest chunks, best first: exact, in memory."""
         return self._vector_reader().exact.nearest(query, pool, file_ids)
 
+    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id, from the vectors in memory."""
+        return self._vector_reader().exact.files_of(ids)
+
     def _vector_reader(self) -> VectorReader:
         if self._reader is None:
             self._reader = VectorReader(self.path, self.read_only)

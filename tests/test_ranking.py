@@ -121,9 +121,9 @@ def test_folder_prior_is_named_and_needs_a_folder_word_in_the_query() -> None:
 )
 def test_type_declarations_prior(rel: str, query: str, lowered: bool) -> None:
     priors = dict(chunk_priors(rel, "x = 1\n", query_info(query)))
-    assert (ranking.TYPES_NOTE in priors) is lowered
+    assert ("type declarations file" in priors) is lowered
     if lowered:
-        assert priors[ranking.TYPES_NOTE] == ranking.TYPES_FACTOR < 1.0
+        assert priors["type declarations file"] == 0.8
 
 
 def test_file_lift_prefers_a_file_whose_best_chunks_all_match() -> None:

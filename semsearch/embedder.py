@@ -36,7 +36,6 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,8 +55,10 @@ from semsearch.model_files import (
     VARIANTS,
     VNNI_FLAGS,
     Variant,
+    build_session,
     cpu_flags,
     default_variant,
+    drop_copy,
     optimised_copy,
     packaged_tokenizer,
     sha256_of,
@@ -161,34 +162,27 @@ def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic
     key = (str(model_file), threads, spinning, level)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
-            import onnxruntime as ort  # heavy: imported only when something is embedded
-
-            session = None
-            if level in ("basic", "off"):  # "off" uses a copy if one exists, never makes one
-                copy = optimised_copy(model_file, create=level == "basic")
-                try:
-                    session = _build(ort, copy, threads, spinning, "off") if copy else None
-                except Exception:  # a damaged copy (a file of it deleted): made again next time
-                    shutil.rmtree(copy.parent if copy else "", ignore_errors=True)
+            session = _from_copy(model_file, threads, spinning, level)
             try:
-                _SESSIONS[key] = session or _build(ort, model_file, threads, spinning, level)
+                _SESSIONS[key] = session or build_session(model_file, level, threads, spinning)
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ModelError(f"Cannot load model {model_file}: {exc}") from exc
         return _SESSIONS[key]
 
 
-def _build(ort: Any, model_file: Path, threads: int, spinning: bool, level: str) -> Any:
-    options = ort.SessionOptions()
-    levels = ort.GraphOptimizationLevel
-    options.graph_optimization_level = {
-        "off": levels.ORT_DISABLE_ALL,
-        "basic": levels.ORT_ENABLE_BASIC,
-        "extended": levels.ORT_ENABLE_EXTENDED,
-    }[level]
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+def _from_copy(model_file: Path, threads: int, spinning: bool, level: str) -> Any:
+    """A session of the optimised copy of the model (``basic`` makes it if missing, ``off``
+    only uses one that exists), or None: another level, no copy, or a damaged one (dropped)."""
+    copy = (
+        optimised_copy(model_file, create=level == "basic") if level in ("basic", "off") else None
+    )
+    if copy is None:
+        return None
+    try:
+        return build_session(copy, "off", threads, spinning)
+    except Exception:  # a file of the copy truncated or deleted
+        drop_copy(copy)
+        return None
 
 
 class OnnxEmbedder:

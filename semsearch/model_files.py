@@ -119,6 +119,36 @@ def model_cache_dir() -> Path | None:
     return Path(cache) / "semsearch" / "models"
 
 
+def build_session(
+    model_file: Path,
+    level: str,
+    threads: int = 1,
+    spinning: bool = False,
+    save_to: Path | None = None,
+) -> Any:
+    """An onnxruntime CPU session of ``model_file`` with the graph optimisations of ``level``
+    (``off``, ``basic`` or ``extended``); ``save_to``: a folder to also write the optimised model
+    into, its weights in ``model.data`` beside it. Raises onnxruntime's own errors."""
+    import onnxruntime as ort  # heavy: imported only when something is embedded
+
+    options = ort.SessionOptions()
+    levels = ort.GraphOptimizationLevel
+    options.graph_optimization_level = {
+        "off": levels.ORT_DISABLE_ALL,
+        "basic": levels.ORT_ENABLE_BASIC,
+        "extended": levels.ORT_ENABLE_EXTENDED,
+    }[level]
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    if save_to is not None:
+        options.optimized_model_filepath = str(save_to / "model.onnx")
+        external = "session.optimized_model_external_initializers_"
+        options.add_session_config_entry(external + "file_name", "model.data")
+        options.add_session_config_entry(external + "min_size_in_bytes", "1024")
+    return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+
+
 def optimised_copy(model_file: Path, create: bool = True) -> Path | None:
     """The model with onnxruntime's basic graph optimisations applied, its weights in a file of
     their own beside it, made once in :func:`model_cache_dir`.
@@ -137,35 +167,31 @@ def optimised_copy(model_file: Path, create: bool = True) -> Path | None:
     root = model_cache_dir()
     if root is None:
         return None
+    path = str(model_file.resolve())
     stat = model_file.stat()
-    state = f"{model_file.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{ort.__version__}|basic"
-    stem = f"{model_file.stem}-{hashlib.sha256(str(model_file.resolve()).encode()).hexdigest()[:8]}"
+    state = f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{ort.__version__}|basic"
+    stem = f"{model_file.stem}-{hashlib.sha256(path.encode()).hexdigest()[:8]}"
     folder = root / f"{stem}-{hashlib.sha256(state.encode()).hexdigest()[:16]}"
-    if (folder / "model.onnx").is_file() or not create:
-        return folder / "model.onnx" if (folder / "model.onnx").is_file() else None
+    copy = folder / "model.onnx"
+    if copy.is_file() or not create:
+        return copy if copy.is_file() else None
     try:
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".making-", dir=root))
     except OSError:
         return None
     try:
-        _save_optimised(ort, model_file, work)
+        build_session(model_file, "basic", save_to=work)
         work.rename(folder)  # atomic; fails if another process made it first
     except Exception:  # onnxruntime's own errors, OSError (full disk, lost race)
         shutil.rmtree(work, ignore_errors=True)
-        return folder / "model.onnx" if (folder / "model.onnx").is_file() else None
+        return copy if copy.is_file() else None
     for old in root.glob(f"{stem}-*"):
         if old != folder:
             shutil.rmtree(old, ignore_errors=True)  # a session mapping it keeps its pages
-    return folder / "model.onnx"
+    return copy
 
 
-def _save_optimised(ort: Any, model_file: Path, folder: Path) -> None:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.log_severity_level = 3
-    options.optimized_model_filepath = str(folder / "model.onnx")
-    external = "session.optimized_model_external_initializers_"
-    options.add_session_config_entry(external + "file_name", "model.data")
-    options.add_session_config_entry(external + "min_size_in_bytes", "1024")
-    ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+def drop_copy(copy: Path) -> None:
+    """Remove a damaged optimised copy (the next :func:`optimised_copy` makes it again)."""
+    shutil.rmtree(copy.parent, ignore_errors=True)

@@ -126,3 +126,13 @@ def test_a_damaged_copy_is_dropped_and_the_model_itself_used(
     assert ((found * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)).min() >= 0.999
     # The damaged copy was dropped; the query session, built next, made a whole one again.
     assert (made.parent / "model.data").stat().st_size > 80_000_000
+
+
+def test_a_model_onnxruntime_cannot_load_leaves_no_copy_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(FP32.read_bytes()[:1000])  # cut short: onnxruntime refuses it
+    assert optimised_copy(broken) is None
+    assert list((tmp_path / "cache").iterdir()) == []  # the half-made folder went too

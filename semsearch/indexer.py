@@ -283,8 +283,9 @@ class Indexer:
             return
         # An edited file is chunked to keep its old chunks where the text is unchanged, so only
         # the chunks an edit touches are embedded again; --force chunks it afresh.
-        keep = state is not None and state.status == "ok" and not force
-        previous = self._store.chunk_texts(state.id) if keep and state else []
+        previous = []
+        if state is not None and state.status == "ok" and not force:
+            previous = self._store.chunk_texts(state.id)
         self._chunk(run, entry, digest, extracted, name, previous)
 
     def _chunk(
@@ -322,8 +323,8 @@ class Indexer:
         records: list[ChunkRecord] = []
         for start, end in itertools.pairwise(bounds):
             line_shift = text.count("\n", 0, start)
-            page = text[start:end]
-            for c in chunk_text(page, self._embedder, self._settings.chunking, previous):
+            chunks = chunk_text(text[start:end], self._embedder, self._settings.chunking, previous)
+            for c in chunks:
                 records.append(
                     ChunkRecord(
                         c.start_line + line_shift,

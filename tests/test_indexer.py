@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from semsearch.chunking import chunk_text
 from semsearch.config import Settings
 from semsearch.embedder import FloatMatrix, HashEmbedder
 from semsearch.errors import LockedError, ModelMismatchError, UsageError
@@ -410,6 +411,21 @@ def test_a_one_line_change_in_a_long_file_re_embeds_only_nearby_chunks(
     assert report.folders[0].indexed == 1 and report.total("chunks") > 40
     assert 1 <= report.chunks_embedded <= 3
     assert embedder.embedded == first.chunks_embedded + report.chunks_embedded
+
+
+def test_force_chunks_an_edited_file_as_a_new_index_would(
+    index: Index, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    lines = long_file(1000, blank_every=0)
+    write_lines(tmp_path / "big" / "long.txt", lines)
+    index.update([tmp_path / "big"])
+    lines.insert(0, "a new first line above everything")
+    write_lines(tmp_path / "big" / "long.txt", lines)
+    fresh = {c.text for c in chunk_text("\n".join(lines) + "\n", embedder)}
+    index.update([tmp_path / "big"])
+    kept = {row.text for row in all_chunks(index)}
+    index.update([tmp_path / "big"], force=True)
+    assert {row.text for row in all_chunks(index)} == fresh != kept
 
 
 def test_identical_chunk_text_is_embedded_once_per_run(

@@ -127,6 +127,8 @@ def test_ann_index_is_built_past_the_threshold_and_retrained_as_it_grows(
     chosen = int(file_ids[123])
     within = store.nearest(matrix[0], 5, [chosen])
     assert len(within) == 5 and {file_of[cid] for cid, _ in within} == {chosen}
+    # with the matrix let go, the file ids of nearest chunks come from their rows
+    assert store.chunk_files([cid for cid, _ in within]) == {cid: chosen for cid, _ in within}
     exact = {int(i): float(v @ matrix[0]) for i, v in zip(ids, matrix, strict=True)}
     assert all(abs(score - exact[cid]) < 1e-4 for cid, score in within)
     store.write_files(random_writes(folder, 30, 10, seed=3))

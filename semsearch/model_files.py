@@ -4,11 +4,13 @@ copies of a model kept in the user's cache."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -106,6 +108,10 @@ def variant_file(variant: Variant) -> Path:
     return default_model_file() if variant.name == "fp32" else packaged_file("model-int8.onnx")
 
 
+# A half-made copy this old belongs to a process that was killed (making one takes ~0.5 s).
+ABANDONED_SECONDS = 600
+
+
 def model_cache_dir() -> Path | None:
     """Where optimised model copies are kept: ``$SS_MODEL_CACHE``, else
     ``$XDG_CACHE_HOME/semsearch/models`` (``~/.cache/...``); None when ``SS_MODEL_CACHE`` is
@@ -158,7 +164,8 @@ def optimised_copy(model_file: Path, create: bool = True) -> Path | None:
     ~0.04 s instead of ~0.17 s (bench/RESULTS.md). Basic optimisations do not depend on the CPU,
     so a copy stays valid on another machine. The copy is named after the model file's path,
     size, mtime and the onnxruntime version, so it is made again when any of them changes, and
-    the copies made for an older state of the same file are removed. Returns None when there is
+    the copies made for an older state of the same file are removed, as are copies a killed
+    process left half made. Returns None when there is
     no copy and ``create`` is False, or when it cannot be made (no cache folder, a read-only or
     full disk): the caller then builds from ``model_file`` itself.
     """
@@ -189,6 +196,10 @@ def optimised_copy(model_file: Path, create: bool = True) -> Path | None:
     for old in root.glob(f"{stem}-*"):
         if old != folder:
             shutil.rmtree(old, ignore_errors=True)  # a session mapping it keeps its pages
+    for left in root.glob(".making-*"):  # a copy half made by a killed process (90 MB each)
+        with contextlib.suppress(OSError):
+            if time.time() - left.stat().st_mtime > ABANDONED_SECONDS:
+                shutil.rmtree(left, ignore_errors=True)
     return copy
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,18 @@ def test_a_model_onnxruntime_cannot_load_leaves_no_copy_behind(
     broken.write_bytes(FP32.read_bytes()[:1000])  # cut short: onnxruntime refuses it
     assert optimised_copy(broken) is None
     assert list((tmp_path / "cache").iterdir()) == []  # the half-made folder went too
+
+
+def test_a_copy_half_made_by_a_killed_process_is_removed_once_abandoned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SS_MODEL_CACHE", str(cache))
+    abandoned, making = cache / ".making-killed", cache / ".making-now"
+    for folder in (abandoned, making):
+        folder.mkdir(parents=True)
+        (folder / "model.data").write_bytes(b"partial")
+    old = time.time() - 3600
+    os.utime(abandoned, (old, old))
+    made = optimised_copy(FP32)
+    assert made is not None and not abandoned.exists() and making.exists()

@@ -136,7 +136,10 @@ def explain(hit: Hit) -> str:
     def rank(value: int | None) -> str:
         return f"#{value}" if value else "-"
 
-    parts = [f"vector {rank(hit.vector_rank)}", f"bm25 {rank(hit.lexical_rank)}"]
+    vector = f"vector {rank(hit.vector_rank)}"
+    if hit.cosine_rank and hit.cosine_rank != hit.vector_rank:
+        vector += f" (cosine #{hit.cosine_rank}, file lift)"
+    parts = [vector, f"bm25 {rank(hit.lexical_rank)}"]
     if hit.definition_rank:
         parts.append(f"definitions #{hit.definition_rank}")
     parts.extend(hit.priors)

@@ -67,6 +67,7 @@ class Hit:
     lexical_rank: int | None = None
     definition_rank: int | None = None
     priors: tuple[str, ...] = ()
+    cosine_rank: int | None = None  # the chunk's own cosine rank, before the file lift
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
@@ -79,6 +80,7 @@ class Hit:
             "page": self.page,
             "score": round(self.score, 6),
             "vectorRank": self.vector_rank,
+            "cosineRank": self.cosine_rank,
             "bm25Rank": self.lexical_rank,
             "definitionRank": self.definition_rank,
             "priors": list(self.priors),
@@ -167,13 +169,18 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             nearest = store.nearest(embedder.embed_query(query), pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and FILE_VECTOR_WEIGHT:
+                arms["cosine"] = arms["vector"]  # shown by --explain, not fused
                 arms["vector"] = file_lifted(nearest, store.chunk_files(arms["vector"]))
     finally:
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
         return _assemble(store, info, options.k, dict(nearest), arms)[0]
-    used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
+    used = [
+        ranking
+        for name, ranking in arms.items()
+        if name != "cosine" and (name != "definitions" or ranking)
+    ]
     best_possible = len(used) / (options.rrf_k + 1)
     scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
     # Rescaled after ranking, so the order is exactly the priors' order.
@@ -295,4 +302,5 @@ def _hit(row: ChunkRow, score: float, ranks: dict[str, int | None], priors: tupl
         lexical_rank=ranks.get("bm25"),
         definition_rank=ranks.get("definitions"),
         priors=priors,
+        cosine_rank=ranks.get("cosine"),
     )

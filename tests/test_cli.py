@@ -125,6 +125,7 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     (hit,) = json.loads(out)
     assert (hit["relPath"], hit["startLine"], hit["endLine"]) == ("retry.py", 1, 2)
     assert set(hit) >= {"filePath", "folder", "startLine", "endLine", "page", "score", "text"}
+    assert hit["vectorRank"] == 1 and hit["cosineRank"] == 1  # one chunk: nothing to lift
     assert run(capsys, "search", "retry", "--files-only")[1] == f"{project / 'retry.py'}\n"
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from semsearch import ranking
+from semsearch.cli_output import explain
 from semsearch.errors import UsageError
 from semsearch.index import Index
 from semsearch.search import rrf
@@ -162,6 +163,25 @@ def test_more_chunks_of_one_file_get_diminishing_returns(tmp_path: Path, hash_in
     repeated = [hit for hit in hits if hit.rel == "cache.md"]
     assert any(f"chunk 2 of this file x{ranking.FILE_DECAY:g}" in hit.priors for hit in repeated)
     assert "other.md" in [hit.rel for hit in hits]
+
+
+def test_explain_names_the_file_lift(tmp_path: Path, hash_index: Index) -> None:
+    # one file of four matching chunks among one-chunk notes: the lift reorders the vector arm
+    strong = "\n".join(["queue worker drains jobs"] * 30)
+    mid = "\n".join(["queue worker drains jobs"] * 10 + ["filler other words here"] * 20)
+    notes = {f"n{i}.md": f"queue worker drains jobs note {i} " + "misc " * i for i in range(12)}
+    root = write_tree(tmp_path / "q", {"w.md": "\n\n".join([strong, mid, mid, mid]), **notes})
+    hash_index.update([root])
+    hits = hash_index.search("queue worker drains jobs", k=10)
+    assert all(hit.cosine_rank is not None for hit in hits)
+    moved = [hit for hit in hits if hit.cosine_rank != hit.vector_rank]
+    assert moved
+    line = explain(moved[0])
+    assert f"vector #{moved[0].vector_rank} (cosine #{moved[0].cosine_rank}, file lift)" in line
+    still = [hit for hit in hits if hit.cosine_rank == hit.vector_rank]
+    assert all("file lift" not in explain(hit) for hit in still)
+    vector_mode = hash_index.search("queue worker drains jobs", k=10, mode="vector")
+    assert all(hit.cosine_rank is None for hit in vector_mode)  # no lift outside hybrid
 
 
 def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Index) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import islice
 
@@ -294,26 +295,51 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
 # best FILE_VECTOR_TOP chunks among the arm's candidates (the chunk's own included): a file whose
 # best chunks all match beats one lone spike among weak chunks. 1.0 / 1.5 / 2.0 / 4.0: 46 repos
 # 0.8663 → 0.8693 / 0.8701 / 0.8700 / 0.8660; SciFact hybrid 0.7206 → 0.7239 (1.0), 0.7234 (2.0).
-# Dividing by FILE_VECTOR_TOP even for files with fewer candidates rewards files with many
-# (0.8766 at 1.0) but costs SciFact 0.037: not done (bench/RESULTS.md).
-FILE_VECTOR_WEIGHT = 1.5
+# FILE_VECTOR_WHOLE: a code file's mean is over FILE_VECTOR_TOP even when fewer of its chunks
+# are candidates (the missing ones count 0), so a file with several matching chunks — the hub
+# file an architecture question is about — beats a small file with one; documents keep the mean
+# of what they have (an abstract is one chunk). 46 repos 0.8701 → 0.8763 (weight 1.5), 0.8766
+# (1.0; 0.8741 at 0.75, 0.8764 at 1.25, 0.8755 at 2.0); SciFact unchanged by it (0.7239 at 1.0).
+# For every file alike it cost SciFact 0.037 (bench/RESULTS.md, tuning log).
+FILE_VECTOR_WEIGHT = 1.0
 FILE_VECTOR_TOP = 3
+FILE_VECTOR_WHOLE = True
 
 
-def file_lifted(nearest: list[tuple[int, float]], file_of: dict[int, int]) -> list[int]:
+def file_lifted(
+    nearest: list[tuple[int, float]], file_of: dict[int, int], whole: Collection[int] = ()
+) -> list[int]:
     """The vector arm's chunk ids (``nearest``: (chunk id, cosine), best first) ranked by the
     cosine plus ``FILE_VECTOR_WEIGHT`` x the mean of the best ``FILE_VECTOR_TOP`` cosines of the
     chunk's file among them (``file_of``: chunk id → file id; a chunk missing from it is a file
-    of its own)."""
+    of its own). For the files in ``whole`` the mean is over ``FILE_VECTOR_TOP`` even when
+    fewer of their chunks are candidates."""
     per_file: dict[int, list[float]] = {}
     for chunk, cosine in nearest:
         per_file.setdefault(file_of.get(chunk, -chunk), []).append(cosine)
-    mean = {f: sum(c[:FILE_VECTOR_TOP]) / len(c[:FILE_VECTOR_TOP]) for f, c in per_file.items()}
+    mean = {
+        f: sum(c[:FILE_VECTOR_TOP]) / (FILE_VECTOR_TOP if f in whole else len(c[:FILE_VECTOR_TOP]))
+        for f, c in per_file.items()
+    }
     lifted = [
         (cosine + FILE_VECTOR_WEIGHT * mean[file_of.get(chunk, -chunk)], -at, chunk)
         for at, (chunk, cosine) in enumerate(nearest)
     ]
     return [chunk for *_, chunk in sorted(lifted, reverse=True)]
+
+
+# Documents for FILE_VECTOR_WHOLE (prose, not code), with files that have no extension.
+PROSE_EXTENSIONS = frozenset(
+    {"md", "markdown", "mdx", "txt", "text", "rst", "adoc", "asciidoc", "org", "tex", "html"}
+    | {"htm", "pdf", "docx", "rtf"}
+)
+
+
+@functools.lru_cache(maxsize=65_536)
+def is_prose(rel: str) -> bool:
+    """True for documents (Markdown, plain text, PDF…) and files without an extension."""
+    name = rel.rsplit("/", 1)[-1]
+    return "." not in name.lstrip(".") or name.rsplit(".", 1)[-1].lower() in PROSE_EXTENSIONS
 
 
 RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE, FOLDER_NOTE)  # the priors that raise a score

@@ -31,6 +31,7 @@ from semsearch.ranking import (
     DEFINITION_POOL,
     FILE_DECAY,
     FILE_VECTOR_WEIGHT,
+    FILE_VECTOR_WHOLE,
     POOL_MIN,
     POOL_PER_K,
     RAISING_NOTES,
@@ -40,6 +41,7 @@ from semsearch.ranking import (
     chunk_priors,
     defines_queried,
     file_lifted,
+    is_prose,
     query_info,
 )
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
@@ -170,7 +172,13 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and FILE_VECTOR_WEIGHT:
                 arms["cosine"] = arms["vector"]  # shown by --explain, not fused
-                arms["vector"] = file_lifted(nearest, store.chunk_files(arms["vector"]))
+                file_of = store.chunk_files(arms["vector"])
+                whole = (
+                    {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
+                    if FILE_VECTOR_WHOLE
+                    else set()
+                )
+                arms["vector"] = file_lifted(nearest, file_of, whole)
     finally:
         if lexical is not None:
             arms.update(lexical.result())

@@ -131,11 +131,38 @@ def test_file_lift_prefers_a_file_whose_best_chunks_all_match() -> None:
     nearest = [(10, 0.80), (20, 0.78), (21, 0.77), (22, 0.76), (30, 0.70), (11, 0.40), (12, 0.40)]
     file_of = {10: 1, 11: 1, 12: 1, 20: 2, 21: 2, 22: 2, 30: 3}
     lifted = ranking.file_lifted(nearest, file_of)
-    # 0.80 + 1.5 x mean(0.80, 0.40, 0.40) = 1.60 < 0.70 + 1.5 x 0.70 = 1.75 < 0.76 + 1.5 x 0.77
+    weight = ranking.FILE_VECTOR_WEIGHT
+    assert 0.80 + weight * 1.6 / 3 < 0.70 + weight * 0.70 < 0.76 + weight * 0.77  # as ranked:
     assert lifted == [20, 21, 22, 30, 10, 11, 12]
     # a chunk alone in its file keeps (1 + weight) x its cosine: no penalty for a short file
     assert ranking.file_lifted([(30, 0.7), (10, 0.69)], {30: 3, 10: 1}) == [30, 10]
     assert ranking.file_lifted([(5, 0.5), (6, 0.5)], {}) == [5, 6]  # ties keep the arm's order
+
+
+def test_whole_files_count_their_missing_candidates_as_zero() -> None:
+    # file 1 has three candidates, file 2 one slightly better chunk
+    nearest = [(20, 0.72), (10, 0.70), (11, 0.66), (12, 0.64)]
+    file_of = {10: 1, 11: 1, 12: 1, 20: 2}
+    assert ranking.file_lifted(nearest, file_of)[0] == 20  # mean of what each file has
+    assert ranking.file_lifted(nearest, file_of, whole={1, 2})[:3] == [10, 11, 12]
+    assert ranking.file_lifted(nearest, file_of, whole={1})[0] == 20  # 2 is a document
+
+
+@pytest.mark.parametrize(
+    ("rel", "prose"),
+    [
+        ("README.md", True),
+        ("docs/guide.rst", True),
+        ("notes/TODO", True),
+        ("papers/a.PDF", True),
+        ("src/mux.go", False),
+        ("lib/index.d.ts", False),
+        (".github/workflows/ci.yml", False),
+        (".bashrc", True),
+    ],
+)
+def test_documents_are_told_from_code_by_extension(rel: str, prose: bool) -> None:
+    assert ranking.is_prose(rel) is prose
 
 
 def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:

@@ -39,10 +39,9 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from semsearch.chunking import MODEL_WINDOW
 from semsearch.errors import ModelError
@@ -64,6 +63,7 @@ from semsearch.model_files import (
     sha256_of,
     variant_file,
 )
+from semsearch.wordpiece import Encoding, WordPiece
 
 # Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):
 # 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big batches spill
@@ -131,15 +131,48 @@ def _find_model_file(model_dir: Path) -> Path:
     )
 
 
+class Tokenizer(Protocol):
+    """What the embedder needs of a tokenizer: ids and character offsets (no truncation or
+    padding). :class:`~semsearch.wordpiece.WordPiece` for BERT tokenizers, else the
+    ``tokenizers`` package's ``Tokenizer`` when it is installed."""
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
+        """One text's ids and offsets."""
+        ...
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[Encoding]:
+        """Several texts' ids and offsets, in order."""
+        ...
+
+
 def load_tokenizer(path: Path) -> Tokenizer:
-    """Load a tokenizer.json with truncation and padding switched off (callers set their own)."""
+    """Load a tokenizer.json, with truncation and padding off (callers set their own).
+
+    A BERT WordPiece tokenizer (the packaged one, and most sentence-embedding models') is read
+    by :mod:`semsearch.wordpiece`, without the ``tokenizers`` package; another kind (BPE,
+    Unigram…) of a model given by ``SS_MODEL_DIR`` needs that package.
+    """
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        return WordPiece.from_file(path)
+    except OSError as exc:
+        raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
+    except ValueError as exc:
+        if not str(exc).startswith("Unsupported tokenizer"):  # not JSON, or not UTF-8
+            raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
+        refused = exc
+    try:
+        from tokenizers import Tokenizer as Library
+    except ImportError:
+        raise ModelError(
+            f"{refused} Other tokenizers need the `tokenizers` package: `pip install tokenizers`."
+        ) from refused
+    try:
+        tokenizer = Library.from_file(str(path))
     except Exception as exc:  # tokenizers raises a bare Exception on bad files
         raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    return tokenizer
+    return cast(Tokenizer, tokenizer)
 
 
 def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic") -> Any:

@@ -21,6 +21,7 @@ from semsearch.embedder import (
     HashEmbedder,
     OnnxEmbedder,
     default_variant,
+    load_tokenizer,
 )
 from semsearch.errors import ConfigError, ModelError
 from semsearch.index import Index
@@ -186,6 +187,68 @@ def test_corrupt_model_is_a_clear_error(tmp_path: Path) -> None:
     assert broken.model_id.startswith(f"{tmp_path.name}@")
     with pytest.raises(ModelError, match="Cannot load model"):
         broken.embed(["hello"])
+
+
+def test_the_model_runs_without_the_tokenizers_package() -> None:
+    # A BERT tokenizer.json is read by semsearch.wordpiece: `tokenizers` is a dev dependency
+    script = (
+        "import sys\n"
+        "sys.modules['tokenizers'] = None  # any import of it fails\n"
+        "from semsearch.embedder import OnnxEmbedder\n"
+        "embedder = OnnxEmbedder(variant='fp32')\n"
+        "print(embedder.embed(['retry a failed payment']).shape, embedder.token_spans('a,b'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["(1,", "384)", "[(0,", "1),", "(1,", "2),", "(2,", "3)]"]
+
+
+BPE_TOKENIZER = {
+    "version": "1.0",
+    "truncation": None,
+    "padding": None,
+    "added_tokens": [],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": None,
+    "decoder": None,
+    "model": {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": "u",
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "vocab": {"u": 0, "a": 1, "b": 2, "ab": 3},
+        "merges": ["a b"],
+    },
+}
+
+
+def test_another_kind_of_tokenizer_needs_the_tokenizers_package(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(BPE_TOKENIZER))
+    assert load_tokenizer(path).encode("ab ba", add_special_tokens=False).ids == [3, 2, 1]
+    script = (
+        "import sys; from pathlib import Path\n"
+        "sys.modules['tokenizers'] = None\n"
+        "from semsearch.embedder import load_tokenizer\n"
+        "from semsearch.errors import ModelError\n"
+        "try:\n"
+        f"    load_tokenizer(Path({str(path)!r}))\n"
+        "except ModelError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Unsupported tokenizer" in out and "normalizer is None, not 'BertNormalizer'" in out
+    assert "Other tokenizers need the `tokenizers` package: `pip install tokenizers`" in out
+    path.write_text("{not json")
+    with pytest.raises(ModelError, match=r"is not a valid tokenizer\.json"):
+        load_tokenizer(path)
 
 
 def test_hash_embedder_is_deterministic() -> None:

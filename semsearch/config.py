@@ -60,7 +60,7 @@ class Settings:
     ignore_patterns: tuple[str, ...] | None = None
     ignore_file: str = DEFAULT_IGNORE_FILE
     model_dir: Path | None = None
-    model_variant: str = "fp32"
+    model_variant: str = "auto"
     store_backend: str = "sqlite"
     allow_secret_patterns: tuple[str, ...] = ()
     index_kinds: frozenset[str] = frozenset()
@@ -281,7 +281,7 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
     if env.get("SS_MODEL_VARIANT"):
         values["model_variant"] = env["SS_MODEL_VARIANT"]
     _check_backend(values.get("store_backend", "sqlite"), config_path)
-    if values.get("model_variant", "fp32") not in MODEL_VARIANTS:
+    if values.get("model_variant", "auto") not in MODEL_VARIANTS:
         raise ConfigError(
             f"Unknown model variant {values['model_variant']!r} (from SS_MODEL_VARIANT or "
             f"{config_path}). Use one of: {', '.join(MODEL_VARIANTS)}."

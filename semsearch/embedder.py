@@ -14,14 +14,14 @@ The default model comes in two variants of the same weights (:data:`VARIANTS`):
   ``scripts/quantize_model.py``: dynamic quantisation (int8 weights per output channel, 7-bit
   range; uint8 activations quantised per call; MatMulInteger).
 
-Which variant a new index gets: :data:`DEFAULT_VARIANT`, ``fp32``, unless ``SS_MODEL_VARIANT`` /
-config ``modelVariant`` says ``int8`` or ``auto``. ``auto`` (:func:`default_variant`) picks
-``int8`` on x86-64 CPUs with VNNI (``avx512_vnni``, ``avx_vnni`` or ``amx_int8`` in
-/proc/cpuinfo), where it measured 1.6x faster, and ``fp32`` elsewhere. int8 is not the default
-yet: on code search it measured 0.0068 below fp32 (issue 13 allows 0.005; bench/RESULTS.md,
-"Int8 model (issue 13)"). The 7-bit weights keep the u8×s8 sums of the
-AVX2 kernel (VPMADDUBSW) from saturating, so an int8 index searched on an AVX2 CPU gets the
-same vectors it would on a VNNI one.
+Which variant a new index gets: :data:`DEFAULT_VARIANT`, ``auto``, unless ``SS_MODEL_VARIANT``
+/ config ``modelVariant`` says ``fp32`` or ``int8``. ``auto`` (:func:`default_variant`, decided
+when the embedder is made) picks ``int8`` on x86-64 CPUs with VNNI (``avx512_vnni``,
+``avx_vnni`` or ``amx_int8`` in /proc/cpuinfo), where it measured 1.6-1.8x faster within 0.005
+of fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8 model (issue 13)"), and
+``fp32`` elsewhere (its speed on AVX2-only CPUs is not measured). The 7-bit weights keep the
+u8×s8 sums of the AVX2 kernel (VPMADDUBSW) from saturating, so an int8 index searched on an
+AVX2 CPU gets the same vectors it would on a VNNI one.
 
 An existing index always wins: the index records the model id, and :meth:`Embedder.variant_for`
 hands search and incremental indexing the variant that built it — an index built with fp32
@@ -233,7 +233,9 @@ class OnnxEmbedder:
         ``int8``, or ``auto``/None for :func:`default_variant`; ignored with a ``model_dir``."""
         self._variant: Variant | None = None
         if model_dir is None:
-            chosen = default_variant() if variant == "auto" else variant or DEFAULT_VARIANT
+            chosen = variant or DEFAULT_VARIANT
+            if chosen == "auto":
+                chosen = default_variant()
             if chosen not in VARIANTS:
                 raise ModelError(f"Unknown model variant {chosen!r}: use fp32, int8 or auto.")
             self._variant = VARIANTS[chosen]

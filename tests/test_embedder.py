@@ -110,6 +110,15 @@ def test_variant_is_forced_by_env_or_config(tmp_path: Path, variant: str) -> Non
         load_settings({**env, "SS_MODEL_VARIANT": "int4"})
 
 
+def test_new_indexes_get_the_cpu_rule_by_default(tmp_path: Path) -> None:
+    env = {"SS_CONFIG_PATH": str(tmp_path / "config.json"), "SS_INDEX_PATH": str(tmp_path / "i")}
+    settings = load_settings(env)
+    assert settings.model_variant == "auto"
+    expected = VARIANTS[default_variant()].model_id  # int8 on a VNNI CPU, else fp32
+    assert Index(settings).embedder.model_id == expected
+    assert OnnxEmbedder().model_id == expected
+
+
 def test_an_index_keeps_the_variant_that_built_it(tmp_path: Path) -> None:
     folder = write_tree(
         tmp_path / "docs",

@@ -20,6 +20,7 @@ held-out vectors drawn from the same mixture.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import subprocess
@@ -46,7 +47,7 @@ from benchlib import (
 )
 
 from semsearch.config import BACKENDS, load_settings
-from semsearch.embedder import OnnxEmbedder, load_tokenizer
+from semsearch.embedder import OnnxEmbedder
 from semsearch.index import Index
 from semsearch.ranking import POOL_MIN
 from semsearch.store import ChunkRecord, FileWrite, open_store
@@ -80,7 +81,7 @@ class Vectors:
 def vocabulary() -> list[str]:
     """Whole lowercase words (4+ letters) of the model's WordPiece vocabulary, in vocab order."""
     path = Path(str(resources.files("semsearch") / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"))
-    vocab = load_tokenizer(path).get_vocab()
+    vocab: dict[str, int] = json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]
     words = sorted((w for w in vocab if w.isalpha() and w.islower() and len(w) >= 4), key=vocab.get)
     return words
 

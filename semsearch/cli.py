@@ -389,23 +389,21 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
     return EXIT_FAIL if any(plan.errors for plan in plans) else EXIT_OK
 
 
-def _stored_variant(settings: Settings) -> str | None:
-    """The built-in model's build that made a SQLite index, read without opening the store (so
-    the search preloads the session it will use); None when unknown."""
-    if settings.model_dir is not None or settings.store_backend != "sqlite":
+def _stored_model(settings: Settings) -> str | None:
+    """The model id a SQLite index records, read without opening the store (which would import
+    numpy first), so a search can preload the session it will use; None when there is none."""
+    if settings.store_backend != "sqlite":
         return None
     import sqlite3
-
-    from semsearch.model_files import VARIANTS
 
     try:
         with contextlib.closing(
             sqlite3.connect(f"{settings.store_path.as_uri()}?mode=ro", uri=True)
         ) as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'model_id'").fetchone()
-    except sqlite3.Error:
+    except sqlite3.Error:  # no index yet, not an index, an old schema: the search will say
         return None
-    return next((v.name for v in VARIANTS.values() if row and v.model_id == row[0]), None)
+    return None if row is None else str(row[0])
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
@@ -417,8 +415,10 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         # One query, then exit: an unoptimised session (built in ~0.04 s rather than ~0.17 s),
         # started in a background thread (onnxruntime releases the GIL) while the rest of
         # semsearch is imported and the index read.
-        variant = _stored_variant(settings) or settings.model_variant
-        embedder = OnnxEmbedder(settings.model_dir, one_shot=True, variant=variant)
+        embedder = OnnxEmbedder(settings.model_dir, one_shot=True, variant=settings.model_variant)
+        stored = _stored_model(settings)
+        if stored is not None:  # the build that made the index, as Index.search will pick
+            embedder = embedder.variant_for(stored)
         embedder.preload()
     from semsearch.index import Index
 

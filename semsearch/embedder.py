@@ -63,7 +63,7 @@ from semsearch.model_files import (
     sha256_of,
     variant_file,
 )
-from semsearch.wordpiece import Encoding, WordPiece
+from semsearch.wordpiece import Encoding, UnsupportedTokenizer, WordPiece
 
 # Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):
 # 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big batches spill
@@ -156,10 +156,10 @@ def load_tokenizer(path: Path) -> Tokenizer:
         return WordPiece.from_file(path)
     except OSError as exc:
         raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
-    except ValueError as exc:
-        if not str(exc).startswith("Unsupported tokenizer"):  # not JSON, or not UTF-8
-            raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
+    except UnsupportedTokenizer as exc:
         refused = exc
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
     try:
         from tokenizers import Tokenizer as Library
     except ImportError:

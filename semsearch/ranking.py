@@ -27,6 +27,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import islice
 
+from semsearch.filetype import DOCUMENT_EXTENSIONS, extension_of
 from semsearch.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
 # Each knob with the reason for its value; bench/RESULTS.md has the measurements behind them.
@@ -328,18 +329,18 @@ def file_lifted(
     return [chunk for *_, chunk in sorted(lifted, reverse=True)]
 
 
-# Documents for FILE_VECTOR_WHOLE (prose, not code), with files that have no extension.
-PROSE_EXTENSIONS = frozenset(
-    {"md", "markdown", "mdx", "txt", "text", "rst", "adoc", "asciidoc", "org", "tex", "html"}
-    | {"htm", "pdf", "docx", "rtf"}
+# Documents for FILE_VECTOR_WHOLE (prose, not code), with PDF, DOCX and files without an extension.
+_PROSE_EXTENSIONS_TEXT = (
+    ".md .markdown .mdx .txt .text .rst .adoc .asciidoc .org .tex .html .htm .rtf"
 )
+PROSE_EXTENSIONS = DOCUMENT_EXTENSIONS | frozenset([*_PROSE_EXTENSIONS_TEXT.split(), ".rtf"])
 
 
 @functools.lru_cache(maxsize=65_536)
 def is_prose(rel: str) -> bool:
     """True for documents (Markdown, plain text, PDF…) and files without an extension."""
-    name = rel.rsplit("/", 1)[-1]
-    return "." not in name.lstrip(".") or name.rsplit(".", 1)[-1].lower() in PROSE_EXTENSIONS
+    extension = extension_of(rel.rsplit("/", 1)[-1])
+    return not extension or extension in PROSE_EXTENSIONS
 
 
 RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE, FOLDER_NOTE)  # the priors that raise a score

@@ -171,28 +171,19 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             nearest = store.nearest(embedder.embed_query(query), pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and FILE_VECTOR_WEIGHT:
-                arms["cosine"] = arms["vector"]  # shown by --explain, not fused
-                file_of = store.chunk_files(arms["vector"])
-                whole = (
-                    {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
-                    if FILE_VECTOR_WHOLE
-                    else set()
-                )
-                arms["vector"] = file_lifted(nearest, file_of, whole)
+                arms["vector"] = _file_lifted(store, nearest, refs)
     finally:
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
         return _assemble(store, info, options.k, dict(nearest), arms)[0]
-    used = [
-        ranking
-        for name, ranking in arms.items()
-        if name != "cosine" and (name != "definitions" or ranking)
-    ]
+    used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
     best_possible = len(used) / (options.rrf_k + 1)
     scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
-    # Rescaled after ranking, so the order is exactly the priors' order.
-    hits, raising = _assemble(store, info, options.k, scores, arms)
+    # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
+    # shown by --explain beside the lifted vector rank; it is not fused.
+    shown = {**arms, "cosine": [cid for cid, _ in nearest]}
+    hits, raising = _assemble(store, info, options.k, scores, shown)
     ceiling = best_prior(raising)
     return [replace(hit, score=hit.score / ceiling) for hit in hits]
 
@@ -227,12 +218,20 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
     return [row.id for row in rows if defines_queried(row.rel, row.text, info)]
 
 
+def _file_lifted(
+    store: Store, nearest: list[tuple[int, float]], refs: dict[int, FileRef]
+) -> list[int]:
+    """The vector arm ranked with the file lift (``ranking.file_lifted``); code files count
+    their missing candidates when ``FILE_VECTOR_WHOLE``."""
+    file_of = store.chunk_files([cid for cid, _ in nearest])
+    whole = set()
+    if FILE_VECTOR_WHOLE:
+        whole = {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
+    return file_lifted(nearest, file_of, whole)
+
+
 def _assemble(
-    store: Store,
-    info: QueryInfo,
-    k: int,
-    scores: dict[int, float],
-    arms: dict[str, list[int]],
+    store: Store, info: QueryInfo, k: int, scores: dict[int, float], arms: dict[str, list[int]]
 ) -> tuple[list[Hit], dict[str, float]]:
     """The top k hits, and the largest factor of each raising prior among them."""
     order = sorted(scores, key=lambda cid: -scores[cid])

@@ -201,15 +201,13 @@ class _Lazy(dict[int, Any]):
         self._compute = compute
 
     def __missing__(self, cp: int) -> Any:
-        value = self[cp] = self._compute(cp)
-        return value
+        return self.setdefault(cp, self._compute(cp))
 
 
 class WordPiece:
     """A BERT WordPiece tokenizer read from a ``tokenizer.json``; see the module docstring."""
 
-    def __init__(self, config: _Config) -> None:
-        """Build from a validated configuration; :meth:`from_file` makes one."""
+    def __init__(self, config: _Config) -> None:  # a validated configuration (from_file)
         self._config = config
         self._first = config.vocab
         size = len(config.prefix)
@@ -390,9 +388,13 @@ class WordPiece:
         return tuple(ids), tuple(spans)
 
 
-def _refuse(source: str, problem: str) -> ValueError:
+class UnsupportedTokenizer(ValueError):
+    """A valid tokenizer.json of a kind this module does not implement (BPE, Unigram…)."""
+
+
+def _refuse(source: str, problem: str) -> UnsupportedTokenizer:
     """The error for a tokenizer.json this module does not implement."""
-    return ValueError(
+    return UnsupportedTokenizer(
         f"Unsupported tokenizer {source}: {problem}. Only BERT WordPiece tokenizers "
         "(BertNormalizer, BertPreTokenizer, WordPiece, TemplateProcessing) are supported."
     )

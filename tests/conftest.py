@@ -6,6 +6,7 @@ import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,6 +14,9 @@ from semsearch.config import Settings, load_settings
 from semsearch.embedder import HashEmbedder
 from semsearch.index import Index
 from semsearch.store import Store, open_store
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -104,3 +108,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     opened = open_store(backend, location(tmp_path, backend), create=True)
     opened.set_model("model-a", 4)
     return opened
+
+
+def library_tokenizer(path: Path) -> Tokenizer:
+    """The ``tokenizers`` library's reading of a tokenizer.json (a dev dependency: the reference
+    semsearch.wordpiece is compared with), truncation and padding off as semsearch uses it."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer

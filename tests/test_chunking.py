@@ -8,7 +8,6 @@ import random
 import re
 import statistics
 import time
-from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
@@ -16,8 +15,10 @@ from tokenizers import Tokenizer
 from semsearch.chunking import Chunk, ChunkSettings, TokenSpans, chunk_text
 from semsearch.embedder import OnnxEmbedder
 from semsearch.errors import ConfigError
+from semsearch.model_files import packaged_tokenizer
+from tests.conftest import library_tokenizer
 
-TOKENIZER_JSON = Path(__file__).parents[1] / "semsearch/data/all-MiniLM-L6-v2/tokenizer.json"
+TOKENIZER_JSON = packaged_tokenizer()
 MODEL_WINDOW = 256
 # fmt: off
 WORDS = [
@@ -42,10 +43,7 @@ class RegexSpans:
 
 @pytest.fixture(scope="module")
 def raw_tokenizer() -> Tokenizer:
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
+    return library_tokenizer(TOKENIZER_JSON)
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from semsearch import __version__, ranking
-from semsearch.cli import COMMANDS, _stored_variant, build_parser, main
+from semsearch.cli import COMMANDS, _stored_model, build_parser, main
 from semsearch.cli_output import Progress, progress_line
 from semsearch.config import load_settings
-from semsearch.embedder import HashEmbedder
+from semsearch.embedder import VARIANTS, HashEmbedder, OnnxEmbedder
 from semsearch.index import Index
 from semsearch.indexer import FileEvent
 from semsearch.store import ChunkRecord, FileWrite, open_store
@@ -154,7 +154,7 @@ def test_index_exits_1_when_a_folder_is_missing(
 LAZY = """
 import sys
 from semsearch import __version__
-from semsearch.cli import COMMANDS, _stored_variant, build_parser, main
+from semsearch.cli import COMMANDS, build_parser, main
 from semsearch.cli_output import Progress, progress_line
 for argv in (["--help"], ["list"], ["add", sys.argv[1]], ["config"], ["status"],
              ["index", "--dry-run"]):
@@ -627,10 +627,15 @@ def test_status_shows_chunks_waiting_for_vectors(
 @pytest.mark.parametrize("variant", ["fp32", "int8"])
 def test_a_cold_search_preloads_the_build_that_made_the_index(tmp_path: Path, variant: str) -> None:
     env = {"SS_CONFIG_PATH": str(tmp_path / "c.json"), "SS_INDEX_PATH": str(tmp_path / "i.db")}
-    assert _stored_variant(load_settings(env)) is None  # no index yet
+    assert _stored_model(load_settings(env)) is None  # no index yet
+    (tmp_path / "i.db").write_bytes(b"not a database at all")
+    assert _stored_model(load_settings(env)) is None
+    (tmp_path / "i.db").unlink()
     folder = write_tree(tmp_path / "docs", {"pay.md": "Failed card payments are retried.\n"})
     index = Index(load_settings({**env, "SS_MODEL_VARIANT": variant}))
     index.update([folder])
     index.close()
-    assert _stored_variant(load_settings(env)) == variant  # whatever the configured default
-    assert _stored_variant(load_settings({**env, "SS_STORE_BACKEND": "lancedb"})) is None
+    stored = _stored_model(load_settings(env))  # whatever the configured default
+    assert stored == VARIANTS[variant].model_id
+    assert OnnxEmbedder(variant="auto").variant_for(stored).variant == variant
+    assert _stored_model(load_settings({**env, "SS_STORE_BACKEND": "lancedb"})) is None

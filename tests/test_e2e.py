@@ -247,8 +247,9 @@ SAME_RESULT_QUERIES = (
 def test_both_backends_return_the_same_top_results(
     corpus: Path, tmp_path: Path, isolated_env: Path
 ) -> None:
-    # fp32: its vectors do not depend on the texts embedded in the same call (int8's move a
-    # little with their batch companions, and the backends hand the model different batches)
+    # fp32: its vectors do not depend on the texts embedded in the same call. int8's move a
+    # little with their batch companions, and LanceDB embeds one chunk alone first to learn the
+    # dimension (Indexer._ensure_model), so its batches differ from SQLite's.
     embedder = OnnxEmbedder(variant="fp32")
     found: dict[str, list[list[tuple[str, int]]]] = {}
     for backend in BACKENDS:

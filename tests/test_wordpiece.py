@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-import semsearch
+from semsearch.model_files import packaged_tokenizer
 from semsearch.wordpiece import Encoding, WordPiece
+from tests.conftest import library_tokenizer
 
-TOKENIZER_JSON = Path(semsearch.__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+TOKENIZER_JSON = packaged_tokenizer()
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(os.__file__).parent
 SUFFIXES = {".py", ".md", ".txt", ".rst", ".c", ".h", ".js", ".rs", ".toml", ".json", ".xml"}
@@ -155,10 +156,7 @@ def _every_code_point() -> list[str]:
 
 @pytest.fixture(scope="module")
 def reference() -> Tokenizer:
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
+    return library_tokenizer(TOKENIZER_JSON)
 
 
 @pytest.fixture(scope="module")
@@ -286,9 +284,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
 def test_matches_on_other_settings(tmp_path: Path, vocab: list[str], variant: str) -> None:
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(_changed(VARIANTS[variant])), encoding="utf-8")
-    reference = Tokenizer.from_file(str(path))
-    reference.no_truncation()
-    reference.no_padding()
+    reference = library_tokenizer(path)
     ours = WordPiece.from_file(path)
     texts = [*EDGE_CASES, "aXyzb [CLS]]] é!é! xyz", NEWER_TEXT, *_fuzz(1, 300, vocab)]
     for special in (False, True):

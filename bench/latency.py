@@ -5,7 +5,8 @@
 
 The index is written directly through the store's ``write_files``: unit vectors, text of ~150
 words drawn with a Zipf-like law from the model's own vocabulary (so BM25 sees common and rare
-words), 10 chunks per file, and the real model id so vector searches run; then ``maintain`` (for
+words), 10 chunks per file named like code (``d0000/f000001.py``: the path term applies) with a
+path vector each, and the real model id so vector searches run; then ``maintain`` (for
 LanceDB: full-text indexes, the ANN index past its threshold, compaction). The vectors are
 clustered (a Gaussian mixture, one centre per 500 chunks, cosine ~0.5 within a cluster) like
 real embeddings; uniform random vectors have no neighbourhoods, which no ANN index can exploit.
@@ -124,7 +125,7 @@ def build(backend: str, path: Path, chunks: int, model_id: str) -> dict[str, flo
         batch.append(
             FileWrite(
                 folder,
-                f"d{number // 100:04d}/f{number:06d}.txt",
+                f"d{number // 100:04d}/f{number:06d}.py",
                 0,
                 0,
                 None,
@@ -138,6 +139,8 @@ def build(backend: str, path: Path, chunks: int, model_id: str) -> dict[str, flo
             store.write_files(batch)
             batch = []
     store.write_files(batch)
+    while pending := store.pending_paths(1000):  # the path vectors an index run makes
+        store.set_path_vectors([i for i, _ in pending], mixture.draw(len(pending), rng))
     store.mark_indexed(folder)
     written = time.perf_counter()
     store.maintain()

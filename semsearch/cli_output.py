@@ -136,9 +136,12 @@ def explain(hit: Hit) -> str:
     def rank(value: int | None) -> str:
         return f"#{value}" if value else "-"
 
-    vector = f"vector {rank(hit.vector_rank)}"
+    lift = []
     if hit.cosine_rank and hit.cosine_rank != hit.vector_rank:
-        vector += f" (cosine #{hit.cosine_rank}, file lift)"
+        lift = [f"cosine #{hit.cosine_rank}", "file lift"]
+    if hit.path_cosine is not None:  # the path term, part of the vector arm's lift
+        lift.append(f"path cosine {hit.path_cosine:.2f}")
+    vector = f"vector {rank(hit.vector_rank)}" + (f" ({', '.join(lift)})" if lift else "")
     parts = [vector, f"bm25 {rank(hit.lexical_rank)}"]
     if hit.definition_rank:
         parts.append(f"definitions #{hit.definition_rank}")

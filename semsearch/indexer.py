@@ -10,8 +10,9 @@ their chunks; files gone from disk are pruned.
 
 The second pass (:meth:`Indexer.embed_pending`) reads the texts of chunks still without a vector
 back from the store, ``EMBED_BATCH`` distinct texts at a time, embeds each once and stores the
-vector on every chunk of that text. What a killed run left pending is found by the store, so the
-next run embeds only that. Memory stays bounded by one batch in either pass.
+vector on every chunk of that text, then embeds the rel path of each file that has no path
+vector yet (``Store.pending_paths``). What a killed run left pending is found by the store, so
+the next run embeds only that. Memory stays bounded by one batch in either pass.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from semsearch.extract import Extracted, extract, page_at
 from semsearch.filetype import is_binary_content
 from semsearch.ignore import IgnoreSettings
 from semsearch.listing import FileEntry, Listing, list_files
+from semsearch.ranking import is_prose
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 
 FLUSH_CHUNKS = 256  # chunks per first-pass write
@@ -157,7 +159,8 @@ class Indexer:
         self._reuse = True
         self._probe: tuple[str, np.ndarray[Any, Any]] | None = None  # text hash, its vector
         self._has_model = False  # the store has recorded this embedder's model
-        self.embedded = 0  # texts embedded by this indexer
+        self.embedded = 0  # chunk texts embedded by this indexer
+        self.paths_embedded = 0  # rel paths embedded (see _embed_paths)
 
     def embed_pending(self) -> int:
         """The second pass: embed the chunks of the index that have no vector; returns texts
@@ -178,7 +181,29 @@ class Indexer:
             self._on_event(
                 FileEvent("vectors", where, "embedded", embedded, total, embedded, detail)
             )
+        self._embed_paths()
         return embedded
+
+    def _embed_paths(self) -> None:
+        """Embed the rel paths of files that have no path vector (the ranking's path term):
+        one short text per new or moved code file. Documents get a zero vector without the
+        model: search gives them no path term (``ranking.is_prose``)."""
+        while batch := self._store.pending_paths(EMBED_BATCH):
+            file_ids, rels = zip(*batch, strict=True)
+            code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
+            stored = self._store.model()
+            if not code and stored is None:
+                break  # no model recorded yet to size the zero vectors (no chunk has a vector)
+            vectors = np.zeros((len(rels), stored[1] if stored else 0), dtype=np.float32)
+            if code:
+                embedded = self._embedder.embed([rels[at] for at in code])
+                self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
+                vectors = np.zeros((len(rels), embedded.shape[1]), dtype=np.float32)
+                vectors[code] = embedded
+                self.paths_embedded += len(code)
+            self._store.set_path_vectors(file_ids, vectors)
+            if self._store.pending_paths(1)[:1] == batch[:1]:
+                break  # nothing took them (cannot happen with a consistent store): stop
 
     def _ensure_model(self, text: str) -> None:
         """Record the model before the first chunks are written if the store needs it (LanceDB:

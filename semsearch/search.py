@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pathspec
 
 from semsearch.config import DEFAULT_TOP_K, MODES, Mode
@@ -32,6 +33,7 @@ from semsearch.ranking import (
     FILE_DECAY,
     FILE_VECTOR_WEIGHT,
     FILE_VECTOR_WHOLE,
+    PATH_WEIGHT,
     POOL_MIN,
     POOL_PER_K,
     RAISING_NOTES,
@@ -70,6 +72,7 @@ class Hit:
     definition_rank: int | None = None
     priors: tuple[str, ...] = ()
     cosine_rank: int | None = None  # the chunk's own cosine rank, before the file lift
+    path_cosine: float | None = None  # the query's cosine with the file's path vector
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
@@ -83,6 +86,7 @@ class Hit:
             "score": round(self.score, 6),
             "vectorRank": self.vector_rank,
             "cosineRank": self.cosine_rank,
+            "pathCosine": None if self.path_cosine is None else round(self.path_cosine, 4),
             "bm25Rank": self.lexical_rank,
             "definitionRank": self.definition_rank,
             "priors": list(self.priors),
@@ -166,12 +170,14 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed)
     arms: dict[str, list[int]] = {}
     nearest: list[tuple[int, float]] = []
+    path_cosine: dict[int, float] = {}
     try:
         if use_vectors:
-            nearest = store.nearest(embedder.embed_query(query), pool, allowed)
+            vector = embedder.embed_query(query)
+            nearest = store.nearest(vector, pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
-            if options.mode == "hybrid" and FILE_VECTOR_WEIGHT:
-                arms["vector"] = _file_lifted(store, nearest, refs)
+            if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
+                arms["vector"], path_cosine = _file_lifted(store, vector, nearest, refs)
     finally:
         if lexical is not None:
             arms.update(lexical.result())
@@ -183,7 +189,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
-    hits, raising = _assemble(store, info, options.k, scores, shown)
+    hits, raising = _assemble(store, info, options.k, scores, shown, path_cosine)
     ceiling = best_prior(raising)
     return [replace(hit, score=hit.score / ceiling) for hit in hits]
 
@@ -219,21 +225,37 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
 
 
 def _file_lifted(
-    store: Store, nearest: list[tuple[int, float]], refs: dict[int, FileRef]
-) -> list[int]:
-    """The vector arm ranked with the file lift (``ranking.file_lifted``); code files count
-    their missing candidates when ``FILE_VECTOR_WHOLE``."""
+    store: Store,
+    vector: np.ndarray[Any, Any],
+    nearest: list[tuple[int, float]],
+    refs: dict[int, FileRef],
+) -> tuple[list[int], dict[int, float]]:
+    """The vector arm ranked with the file lift and the path term (``ranking.file_lifted``),
+    and the path cosines used (code file id → cosine). Code files count their missing
+    candidates when ``FILE_VECTOR_WHOLE``; documents get no path term."""
     file_of = store.chunk_files([cid for cid, _ in nearest])
-    whole = set()
-    if FILE_VECTOR_WHOLE:
-        whole = {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
-    return file_lifted(nearest, file_of, whole)
+    code = {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
+    path_cosine: dict[int, float] = {}
+    if PATH_WEIGHT and code:
+        paths = store.path_vectors(sorted(code))
+        if paths:
+            found = list(paths)
+            cosines = np.stack([paths[f] for f in found]) @ vector.astype(np.float32)
+            path_cosine = dict(zip(found, cosines.tolist(), strict=True))
+    lifted = file_lifted(nearest, file_of, code if FILE_VECTOR_WHOLE else (), path_cosine)
+    return lifted, path_cosine
 
 
 def _assemble(
-    store: Store, info: QueryInfo, k: int, scores: dict[int, float], arms: dict[str, list[int]]
+    store: Store,
+    info: QueryInfo,
+    k: int,
+    scores: dict[int, float],
+    arms: dict[str, list[int]],
+    path_cosine: dict[int, float] | None = None,
 ) -> tuple[list[Hit], dict[str, float]]:
-    """The top k hits, and the largest factor of each raising prior among them."""
+    """The top k hits, and the largest factor of each raising prior among them
+    (``path_cosine``: file id → the path term's cosine, shown by ``--explain``)."""
     order = sorted(scores, key=lambda cid: -scores[cid])
     ranks = {
         name: {cid: rank for rank, cid in enumerate(ranking, start=1)}
@@ -243,13 +265,14 @@ def _assemble(
     for row in store.chunks(order[: max(k * CANDIDATES_PER_K, CANDIDATES)]):
         priors = chunk_priors(row.rel, row.text, info)
         candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
-    return _select(candidates, k, ranks)
+    return _select(candidates, k, ranks, path_cosine or {})
 
 
 def _select(
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
     k: int,
     ranks: dict[str, dict[int, int]],
+    path_cosine: dict[int, float],
 ) -> tuple[list[Hit], dict[str, float]]:
     """Best first, skipping overlapping chunks; the n-th chunk of a file gets FILE_DECAY^(n-1).
 
@@ -277,7 +300,8 @@ def _select(
         if seen:
             notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
         row_ranks = {name: found.get(row.id) for name, found in ranks.items()}
-        hits.append(_hit(row, -negative, row_ranks, tuple(notes)))
+        hit = _hit(row, -negative, row_ranks, tuple(notes))
+        hits.append(replace(hit, path_cosine=path_cosine.get(row.file_id)))
     return hits, raising
 
 

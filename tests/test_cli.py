@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -126,12 +127,14 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     assert (hit["relPath"], hit["startLine"], hit["endLine"]) == ("retry.py", 1, 2)
     assert set(hit) >= {"filePath", "folder", "startLine", "endLine", "page", "score", "text"}
     assert hit["vectorRank"] == 1 and hit["cosineRank"] == 1  # one chunk: nothing to lift
+    assert 0.0 < hit["pathCosine"] < 1.0  # a code file: the path term applies
     assert run(capsys, "search", "retry", "--files-only")[1] == f"{project / 'retry.py'}\n"
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--explain")
     defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
-    assert f"vector #1  ·  bm25 #1  ·  definitions #1  ·  {defines}" in out
+    explained = r"vector #1 \(path cosine 0\.\d\d\)  ·  bm25 #1  ·  definitions #1  ·  "
+    assert re.search(explained + re.escape(defines), out), out
     code, out, _ = run(capsys, "status")
     assert "files         1" in out and "chunks        1" in out and "0 changed since" in out
     (project / "new.md").write_text("fresh\n")

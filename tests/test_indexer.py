@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from semsearch.chunking import chunk_text
@@ -33,14 +34,18 @@ def store_backend(request: pytest.FixtureRequest) -> str:
 
 
 class CountingEmbedder(HashEmbedder):
-    """The hashed embedder, counting the texts it embeds."""
+    """The hashed embedder, counting the chunk texts it embeds and, apart, the rel paths of
+    code files (the path vectors: one word, no chunk text of these tests is)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.embedded = 0
+        self.paths: list[str] = []
 
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
-        self.embedded += len(texts)
+        paths = [text for text in texts if len(text.split()) == 1]
+        self.embedded += len(texts) - len(paths)
+        self.paths += paths
         return super().embed(texts)
 
 
@@ -535,3 +540,29 @@ def test_pending_work_counts_what_an_update_would_do(tmp_path: Path, hash_index:
     assert hash_index.pending_work([root]) == 3  # changed, new and gone
     hash_index.update([root])
     assert hash_index.pending_work([root]) == 0
+
+
+def test_code_files_get_a_path_vector_once_and_keep_it_across_edits(
+    index: Index, embedder: CountingEmbedder, tmp_path: Path
+) -> None:
+    root = write_tree(
+        tmp_path / "proj",
+        {
+            "net/client_session.py": "def open_session(url):\n    return url\n",
+            "notes.md": "hi there\n",
+        },
+    )
+    index.update([root])
+    assert embedder.paths == ["net/client_session.py"]  # documents get no path term
+    store = index._open()
+    refs = {ref.rel: ref.id for ref in store.file_refs().values()}
+    vectors = store.path_vectors(list(refs.values()))
+    expected = HashEmbedder().embed(["net/client_session.py"])[0]
+    assert np.allclose(vectors[refs["net/client_session.py"]], expected)
+    assert not vectors[refs["notes.md"]].any() and store.pending_paths(10) == []
+    (root / "net/client_session.py").write_text("def open_session(url, timeout):\n    pass\n")
+    index.update([root])
+    assert embedder.paths == ["net/client_session.py"]  # the edit kept the rel: not again
+    store = index._open()
+    (new_id,) = [r.id for r in store.file_refs().values() if r.rel == "net/client_session.py"]
+    assert np.allclose(store.path_vectors([new_id])[new_id], expected)

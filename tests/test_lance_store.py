@@ -311,7 +311,7 @@ def test_a_schema_1_chunks_table_gets_text_hashes_and_vector_flags(tmp_path: Pat
     reader = LanceStore(tmp_path / "lancedb")
     assert reader.pending_count() == 0 and len(reader.vector_ids()) == 2  # readable as it is
     store = LanceStore(tmp_path / "lancedb", create=True)
-    assert store.meta("schema_version") == str(lance.SCHEMA_VERSION) == "2"
+    assert store.meta("schema_version") == str(lance.SCHEMA_VERSION) == "3"
     assert store.pending_count() == 0 and len(store.vector_ids()) == 2
     again = (ChunkRecord(1, 1, 0, 4, None, "beta"), ChunkRecord(2, 2, 5, 9, None, "new"))
     store.write_files([FileWrite(folder, "y.md", 1, 10, "sha", "ok", "text", again)])

@@ -25,14 +25,18 @@ FILES = {
 
 
 class CountingEmbedder(HashEmbedder):
-    """The hashed embedder, counting the chunk texts it embeds (queries not included)."""
+    """The hashed embedder, counting the chunk texts it embeds (queries not included) and,
+    apart, the rel paths of code files (the path vectors; no chunk text here is one word)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.texts = 0
+        self.paths = 0
 
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
-        self.texts += len(texts)
+        paths = sum(len(text.split()) == 1 for text in texts)
+        self.texts += len(texts) - paths
+        self.paths += paths
         return super().embed(texts)
 
     def embed_query(self, text: str) -> FloatMatrix:
@@ -88,7 +92,7 @@ def test_an_outer_folder_takes_over_inner_ones_without_re_embedding(
     index.update()
     index.update([proj / "src"])  # indexed only
     assert sorted(f.name for f in index.folders()) == ["docs", "src"]
-    embedded = embedder.texts
+    embedded, paths = embedder.texts, embedder.paths
     change = index.add([str(proj)])
     assert change.taken_over == ((proj / "docs", proj),)
     assert change.changed == (proj,) and load_settings(os.environ).roots == (proj,)
@@ -99,6 +103,7 @@ def test_an_outer_folder_takes_over_inner_ones_without_re_embedding(
     report = index.update()
     assert (report.total("indexed"), report.total("unchanged"), report.total("chunks")) == (1, 3, 1)
     assert embedder.texts == embedded + 1  # README.md only
+    assert embedder.paths == paths + 1  # main.py is src/main.py now: a new path vector
     assert hits(index) == [str(proj / rel) for rel in sorted([*FILES, "README.md"])]
     assert [f.path for f in index.folders()] == [proj]
     index.close()
@@ -159,11 +164,11 @@ def test_move_of_a_renamed_folder_keeps_its_index(proj: Path, settings: Settings
     report = index.move("proj", moved)  # by name, though proj is gone from disk
     assert (report.old, report.new, report.files, report.is_configured) == (proj, moved, 3, True)
     assert load_settings(os.environ).roots == (moved,)
-    embedded = embedder.texts
+    embedded, paths = embedder.texts, embedder.paths
     index = fresh(index)
     run = index.update()
     assert (run.total("unchanged"), run.total("indexed"), run.total("chunks")) == (3, 0, 0)
-    assert embedder.texts == embedded
+    assert (embedder.texts, embedder.paths) == (embedded, paths)  # the rel paths stay
     assert hits(index) == [str(moved / rel) for rel in ALL]
     index.close()
 

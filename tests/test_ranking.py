@@ -139,6 +139,19 @@ def test_file_lift_prefers_a_file_whose_best_chunks_all_match() -> None:
     assert ranking.file_lifted([(5, 0.5), (6, 0.5)], {}) == [5, 6]  # ties keep the arm's order
 
 
+def test_the_path_term_lifts_the_file_whose_path_matches() -> None:
+    # two one-chunk files: 20's chunk is a little weaker, its path matches the query better
+    nearest = [(10, 0.60), (20, 0.58)]
+    file_of = {10: 1, 20: 2}
+    assert ranking.file_lifted(nearest, file_of) == [10, 20]
+    path_weight = ranking.PATH_WEIGHT
+    assert path_weight * (0.45 - 0.30) > (1 + ranking.FILE_VECTOR_WEIGHT) * 0.02  # so:
+    assert ranking.file_lifted(nearest, file_of, path_cosine={1: 0.30, 2: 0.45}) == [20, 10]
+    # a file without a path vector (a document, or not embedded yet) adds nothing
+    assert ranking.file_lifted(nearest, file_of, path_cosine={2: 0.01}) == [10, 20]
+    assert ranking.file_lifted(nearest, file_of, path_cosine={2: 0.1}) == [20, 10]
+
+
 def test_whole_files_count_their_missing_candidates_as_zero() -> None:
     # file 1 has three candidates, file 2 one slightly better chunk
     nearest = [(20, 0.72), (10, 0.70), (11, 0.66), (12, 0.64)]

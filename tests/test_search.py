@@ -184,6 +184,22 @@ def test_explain_names_the_file_lift(tmp_path: Path, hash_index: Index) -> None:
     assert all(hit.cosine_rank is None for hit in vector_mode)  # no lift outside hybrid
 
 
+def test_the_path_term_ranks_code_files_by_their_path(tmp_path: Path, hash_index: Index) -> None:
+    # the same chunk text in two code files and a note: only the path tells them apart
+    text = "shared words here\n"
+    root = write_tree(tmp_path / "p", {"x/alpha.py": text, "x/beta.py": text, "beta.md": text})
+    hash_index.update([root])
+    hits = {hit.rel: hit for hit in hash_index.search("shared words beta", k=3)}
+    assert hits["x/beta.py"].path_cosine > 0 == hits["x/alpha.py"].path_cosine
+    assert hits["x/beta.py"].vector_rank < hits["x/alpha.py"].vector_rank
+    assert hits["beta.md"].path_cosine is None  # documents get no path term
+    assert f"path cosine {hits['x/beta.py'].path_cosine:.2f}" in explain(hits["x/beta.py"])
+    assert "path cosine" not in explain(hits["beta.md"])
+    assert hits["x/beta.py"].as_json()["pathCosine"] == round(hits["x/beta.py"].path_cosine, 4)
+    vector_mode = hash_index.search("shared words beta", k=3, mode="vector")
+    assert all(hit.path_cosine is None for hit in vector_mode)  # a hybrid-mode term
+
+
 def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Index) -> None:
     text = "validators run before the model is built\n"
     root = write_tree(tmp_path / "pkg", {"pkg/_internal/_core.py": text, "pkg/validators.py": text})
@@ -285,8 +301,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
     ],
     ("hybrid", "how are failed calls retried with backoff"): [
         "docs/retry.md:1",
+        "net/retry.py:1",  # above the guide since the path term: its path says "retry"
         "docs/guide.md:1",
-        "net/retry.py:1",
         "net/_internal/_retry.py:1",
         "examples/retry_demo.py:1",
         "src/parser.py:1",

@@ -99,7 +99,7 @@ def test_version_2_index_gets_nullable_vectors_and_text_hashes(tmp_path: Path) -
     old.executescript(TABLES_SQL + FTS_SQL + OLD_V2_ROWS + "PRAGMA user_version = 2;")
     old.close()
     store = SqliteStore(path)
-    assert store.meta("schema_version") == str(SCHEMA_VERSION) == "3"
+    assert store.meta("schema_version") == str(SCHEMA_VERSION) == "4"
     assert store.lexical(words("parseHeaderLine"), 10) == [1]
     assert store.pending_count() == 0 and [int(i) for i in store.vector_ids()] == [1]
     store.write_files([pending_write(1, "b.md", ["def parseHeaderLine(): pass", "fresh"])])
@@ -120,4 +120,4 @@ def test_a_read_only_index_that_needs_an_upgrade_is_refused_in_one_line(tmp_path
         assert str(path) in str(caught.value) and "schema version 2" in str(caught.value)
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
-    assert SqliteStore(path).meta("schema_version") == "3"  # with write access it upgrades
+    assert SqliteStore(path).meta("schema_version") == "4"  # with write access it upgrades

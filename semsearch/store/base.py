@@ -176,6 +176,22 @@ class Store(Protocol):
     def pending_count(self) -> int:
         """Chunks still waiting for their vector."""
 
+    def pending_paths(self, limit: int) -> list[tuple[int, str]]:
+        """(file id, rel) of up to ``limit`` ok files whose rel path has no vector yet, by id.
+
+        The path vector (the embedding of the rel path's text, e.g. ``client/session.py``) is
+        the ranking's path term (``ranking.PATH_WEIGHT``). A file keeps it while its rel stays:
+        re-writing the file at the same rel keeps it, a move that changes the rel drops it.
+        """
+
+    def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
+        """Store row ``i`` of ``vectors`` as the path vector of file ``file_ids[i]`` (one
+        commit); ids of files no longer stored are ignored."""
+
+    def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
+        """File id → its path vector, for those of ``file_ids`` that have one. Safe to call
+        while the lexical arm runs in another thread (like :meth:`nearest`)."""
+
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
         """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
 

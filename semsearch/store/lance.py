@@ -1,7 +1,7 @@
 """The LanceDB index: the optional backend for indexes that outgrow one SQLite file.
 
 Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed with
-``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, four tables::
+``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, five tables::
 
     meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
                           the vector index was trained), next_files_id, next_chunks_id,
@@ -11,10 +11,12 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
            text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised,
            text_hash, has_vector: bool)
+    paths(file_id, vector: list<float32>)   a file's rel path embedded (dim long), see lance_paths
 
 A chunk written before its vector holds zeros and ``has_vector`` false (a flag, not a null
 list, keeps ``vector`` a plain fixed-size list for the ANN index); ``text_hash`` keys vectors
 for reuse (see ``lance_tables.VectorColumns``). Schema 1 lacked both; a writer adds them.
+Schema 2 had no ``paths`` table: it is created with the first path vector.
 
 The columns mean what they mean in the SQLite store (see ``semsearch.store.sqlite``); ``terms`` and
 ``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
@@ -65,6 +67,7 @@ try:  # the sibling modules import lancedb and pyarrow too
     from lancedb.index import FTS, BTree, HnswSq
 
     from semsearch.store.lance_move import move_folder
+    from semsearch.store.lance_paths import PathVectors, moved_path_ids
     from semsearch.store.lance_query import ann_nearest, full_text
     from semsearch.store.lance_tables import (
         FILES,
@@ -86,13 +89,13 @@ try:  # the sibling modules import lancedb and pyarrow too
 except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
     raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 
 
-class LanceStore(VectorColumns):
+class LanceStore(VectorColumns, PathVectors):
     """The LanceDB index folder (see the module docstring for the format)."""
 
     needs_model_first = True  # the chunks table's schema holds the vector dimension
@@ -194,8 +197,9 @@ class LanceStore(VectorColumns):
         in meta, keeps the number from ever repeating one seen before.
         """
         chunks = self._chunk_table()
-        total = self._meta.version + self._folders.version + self._files.version
+        total: int = self._meta.version + self._folders.version + self._files.version
         total += chunks.version if chunks is not None else 0
+        total += self.path_version()
         return (int(self.meta("chunks_epoch") or 0) << 40) + total
 
     def model(self) -> tuple[str, int] | None:
@@ -214,6 +218,7 @@ class LanceStore(VectorColumns):
             raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
         if chunks is not None:
             self._db.drop_table("chunks")
+        self._drop_path_vectors(None)  # of another model (or none: a rebuild dropped them)
         self._chunks = self._db.create_table("chunks", schema=chunk_schema(dim))
         for column in COLUMN_WEIGHTS:
             self._chunks.create_index(
@@ -347,6 +352,7 @@ class LanceStore(VectorColumns):
         chunks = self._chunk_table()
         if chunks is not None:
             chunks.delete(f"file_id IN ({ids_sql(ids)})")
+        self._drop_path_vectors(ids)
         self._files.delete(f"id IN ({ids_sql(ids)})")
 
     def remove_folder(self, path: str) -> int:
@@ -363,6 +369,7 @@ class LanceStore(VectorColumns):
         """Give a folder's files to ``new_path`` under ``prefix`` (see ``lance_move``)."""
         tables = (self._folders, self._files, self._chunk_table())
         rows = (self._folder_rows(), self._file_rows())
+        self._drop_path_vectors(moved_path_ids(rows, old_path, new_path, prefix))
         return move_folder(tables, rows, old_path, new_path, prefix)
 
     def mark_indexed(self, folder_id: int) -> None:
@@ -374,6 +381,7 @@ class LanceStore(VectorColumns):
         if self._chunk_table() is not None:
             self._db.drop_table("chunks")
             self._chunks = None
+        self._drop_path_vectors(None)
         self._files.delete("true")
         self._meta.delete("key IN ('model_id', 'dim', 'ann_rows')")
 
@@ -454,11 +462,12 @@ class LanceStore(VectorColumns):
             if orphans:  # chunks of a run killed before their file rows were written
                 chunks.delete(f"file_id IN ({ids_sql(orphans)})")
             self._build_ann(chunks)
+        paths = self._path_table()
         with warnings.catch_warnings():
             # "removes every version except the latest": intended. Writers are serialised by
             # the lock file, and a reader that raced the clean-up retries once (retry).
             warnings.simplefilter("ignore", UserWarning)
-            for table in (self._meta, self._folders, self._files, chunks):
+            for table in (self._meta, self._folders, self._files, chunks, paths):
                 if table is not None:
                     table.optimize(cleanup_older_than=timedelta(0))
 

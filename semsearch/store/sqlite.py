@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 3, ``PRAGMA user_version``)::
+On-disk format (schema version 4, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -9,8 +9,9 @@ On-disk format (schema version 3, ``PRAGMA user_version``)::
         path: absolute path of the folder on the machine that indexed it
     files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
           mtime_ns INTEGER, size INTEGER, sha256 TEXT, status TEXT, kind TEXT,
-          UNIQUE(folder_id, rel))
+          UNIQUE(folder_id, rel), path_vector BLOB NULL)
         rel: POSIX path relative to the folder, so a copied index still searches;
+        path_vector: the embedding of rel (float32 like `vector`), NULL until embedded;
         status: ok | empty | binary | too_large | error (files without chunks are remembered so
         an unchanged one is not re-read)
     chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
@@ -35,7 +36,8 @@ serialise on an advisory lock file next to the database (`<index>.lock`, semsear
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
-and no `text_hash`; opening such a file migrates it (sqlite_schema.MIGRATIONS).
+and no `text_hash`; version 3 no `path_vector`; opening such a file migrates it
+(sqlite_schema.MIGRATIONS; a read-only version 3 file is searched without path vectors).
 """
 
 from __future__ import annotations
@@ -68,7 +70,10 @@ from semsearch.store.sqlite_rows import (
     VectorReader,
     delete_files_where,
     move_files,
+    read_chunks,
     read_generation,
+    read_lexical,
+    read_pending_paths,
     read_stored_vectors,
     read_vector_ids,
     read_vectors,
@@ -77,6 +82,7 @@ from semsearch.store.sqlite_schema import (
     AUTO_VACUUM_INCREMENTAL,
     FTS_SQL,
     MIGRATIONS,
+    NO_PATH_VECTORS_VERSION,
     PAGE_SIZE,
     SCHEMA_VERSION,
     connect,
@@ -126,7 +132,8 @@ class SqliteStore:
         if version == SCHEMA_VERSION and self.meta("terms_version") == TERMS_VERSION:
             return
         if self.read_only:
-            if version < SCHEMA_VERSION:  # a stale terms_version only dulls BM25 a little
+            # A stale terms_version only dulls BM25 a little; version 3 lacks path vectors only.
+            if version < NO_PATH_VECTORS_VERSION:
                 raise ReadOnlyError(
                     f"Index {self.path} is read-only and has schema version {version}, which "
                     "this semsearch upgrades on open. Open it once with write access."
@@ -205,9 +212,10 @@ class SqliteStore:
             return
         if current is not None and self.chunk_count() > 0:
             raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
-        with self._write():
+        with self._write() as conn:
             self._set_meta("model_id", model_id)
             self._set_meta("dim", str(dim))
+            conn.execute("UPDATE files SET path_vector = NULL")  # another model's, if any
 
     def chunk_count(self) -> int:
         """Number of stored chunks."""
@@ -272,10 +280,14 @@ class SqliteStore:
         else:
             known = read_stored_vectors(conn, hashes) if reuse else {}
             blobs = [known.get(h) for h in hashes]
+        path_vector = conn.execute(  # the rel stays, and so does its path vector
+            "SELECT path_vector FROM files WHERE folder_id = ? AND rel = ?",
+            (write.folder_id, write.rel),
+        ).fetchone()
         delete_files_where(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
         cursor = conn.execute(
-            "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind, path_vector)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 write.folder_id,
                 write.rel,
@@ -284,6 +296,7 @@ class SqliteStore:
                 write.sha256,
                 write.status,
                 write.kind,
+                None if path_vector is None else path_vector[0],
             ),
         )
         file_id = cursor.lastrowid
@@ -339,6 +352,25 @@ class SqliteStore:
         return int(
             self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
         )
+
+    def pending_paths(self, limit: int) -> list[tuple[int, str]]:
+        """(file id, rel) of up to ``limit`` ok files without a path vector, by id."""
+        return read_pending_paths(self._conn, limit)
+
+    def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
+        """Store the path vectors of files (row i for ``file_ids[i]``) in one commit."""
+        assert len(file_ids) == len(vectors)
+        rows = np.ascontiguousarray(vectors, dtype="<f4")
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE files SET path_vector = ? WHERE id = ?",
+                [(row.tobytes(), int(i)) for row, i in zip(rows, file_ids, strict=True)],
+            )
+
+    def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
+        """File id → path vector, for those of ``file_ids`` that have one (read through the
+        vector arm's connection, so the lexical arm may run meanwhile)."""
+        return self._vector_reader().path_vectors(file_ids)
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
         """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
@@ -434,38 +466,11 @@ class SqliteStore:
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
     ) -> list[int]:
         """Chunk ids matching the query, best BM25 first, optionally within files."""
-        match = query.fts5()
-        if file_ids is None:
-            rows = self._conn.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-                f" ORDER BY bm25(chunks_fts, {BM25_WEIGHTS}) LIMIT ?",
-                (match, limit),
-            )
-            return [r[0] for r in rows]
-        self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
-        self._conn.execute("DELETE FROM temp.allowed")
-        self._conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
-        rows = self._conn.execute(
-            "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
-            f" ORDER BY bm25(chunks_fts, {BM25_WEIGHTS}) LIMIT ?",
-            (match, limit),
-        )
-        return [r[0] for r in rows]
+        return read_lexical(self._conn, query.fts5(), BM25_WEIGHTS, limit, file_ids)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked."""
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        rows = self._conn.execute(
-            "SELECT c.id, c.file_id, f.path, f.name, x.rel, x.kind, c.start_line, c.end_line,"
-            " c.page, c.text FROM chunks c JOIN files x ON x.id = c.file_id"
-            f" JOIN folders f ON f.id = x.folder_id WHERE c.id IN ({marks})",
-            list(ids),
-        ).fetchall()
-        by_id = {row[0]: ChunkRow(*row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
+        return read_chunks(self._conn, ids)
 
     def maintain(self) -> None:
         """Give the file's free pages back to the file system (after a removal or re-index).

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.store.base import FloatArray, IdArray
+from semsearch.store.base import ChunkRow, FloatArray, IdArray
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite_schema import connect
 
@@ -26,6 +26,8 @@ class VectorReader:
     def __init__(self, path: Path, read_only: bool) -> None:
         self._conn = connect(path, read_only)
         self.exact = ExactVectors(self)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(files)")}
+        self.has_paths = "path_vector" in columns
 
     def generation(self) -> int:
         """The store's write counter."""
@@ -38,6 +40,18 @@ class VectorReader:
     def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
         return read_vectors(self._conn, min_id)
+
+    def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
+        """File id → path vector of those of ``file_ids`` that have one ({} in a read-only
+        index of schema version 3, which has none)."""
+        if not self.has_paths or not file_ids:
+            return {}
+        marks = ",".join("?" * len(file_ids))
+        rows = self._conn.execute(
+            f"SELECT id, path_vector FROM files WHERE id IN ({marks}) AND path_vector IS NOT NULL",
+            [int(i) for i in file_ids],
+        )
+        return {int(i): np.frombuffer(blob, dtype="<f4").astype(np.float32) for i, blob in rows}
 
     def close(self) -> None:
         """Close the connection."""
@@ -120,7 +134,9 @@ def move_files(
             f"INSERT INTO chunks_fts(chunks_fts, {FTS_ROW}) SELECT 'delete', {FTS_VALUES}",
             (old,),
         )
-        conn.execute("UPDATE files SET rel = ? || rel WHERE folder_id = ?", (prefix, old))
+        conn.execute(  # a new rel: its path vector is made again
+            "UPDATE files SET rel = ? || rel, path_vector = NULL WHERE folder_id = ?", (prefix, old)
+        )
         conn.execute(f"INSERT INTO chunks_fts({FTS_ROW}) SELECT {FTS_VALUES}", (old,))
     moved = conn.execute(
         "SELECT count(*) FROM files WHERE folder_id = ? AND status = 'ok'", (old,)
@@ -132,3 +148,55 @@ def move_files(
         conn.execute("UPDATE files SET folder_id = ? WHERE folder_id = ?", (new, old))
         conn.execute("DELETE FROM folders WHERE id = ?", (old,))
     return int(moved)
+
+
+def read_lexical(
+    conn: sqlite3.Connection,
+    match: str,
+    weights: str,
+    limit: int,
+    file_ids: Sequence[int] | None,
+) -> list[int]:
+    """Chunk ids matching an FTS5 query, best BM25 (column ``weights``) first, optionally
+    within files (through a temporary table of their ids)."""
+    if file_ids is None:
+        rows = conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+            f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
+            (match, limit),
+        )
+        return [r[0] for r in rows]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.allowed")
+    conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
+    rows = conn.execute(
+        "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+        " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
+        f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
+        (match, limit),
+    )
+    return [r[0] for r in rows]
+
+
+def read_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[ChunkRow]:
+    """Stored chunks by id, in the order asked; unknown ids are left out."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT c.id, c.file_id, f.path, f.name, x.rel, x.kind, c.start_line, c.end_line,"
+        " c.page, c.text FROM chunks c JOIN files x ON x.id = c.file_id"
+        f" JOIN folders f ON f.id = x.folder_id WHERE c.id IN ({marks})",
+        list(ids),
+    ).fetchall()
+    by_id = {row[0]: ChunkRow(*row) for row in rows}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def read_pending_paths(conn: sqlite3.Connection, limit: int) -> list[tuple[int, str]]:
+    """(file id, rel) of up to ``limit`` ok files without a path vector, by id."""
+    rows = conn.execute(
+        "SELECT id, rel FROM files WHERE status = 'ok' AND path_vector IS NULL ORDER BY id LIMIT ?",
+        (limit,),
+    )
+    return [(int(i), rel) for i, rel in rows]

@@ -28,6 +28,7 @@ class VectorReader:
         self.exact = ExactVectors(self)
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(files)")}
         self.has_paths = "path_vector" in columns
+        self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
 
     def generation(self) -> int:
         """The store's write counter."""
@@ -43,15 +44,24 @@ class VectorReader:
 
     def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
         """File id → path vector of those of ``file_ids`` that have one ({} in a read-only
-        index of schema version 3, which has none)."""
+        index of schema version 3, which has none). What was read is kept until the store's
+        generation changes, so a warm search reads only the files it has not seen."""
         if not self.has_paths or not file_ids:
             return {}
-        marks = ",".join("?" * len(file_ids))
-        rows = self._conn.execute(
-            f"SELECT id, path_vector FROM files WHERE id IN ({marks}) AND path_vector IS NOT NULL",
-            [int(i) for i in file_ids],
-        )
-        return {int(i): np.frombuffer(blob, dtype="<f4").astype(np.float32) for i, blob in rows}
+        generation = self.generation()
+        if self._paths[0] != generation:
+            self._paths = (generation, {})
+        known = self._paths[1]
+        missing = [int(i) for i in file_ids if int(i) not in known]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            rows = self._conn.execute(
+                f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
+            )
+            for i, blob in rows:
+                known[int(i)] = None if blob is None else np.frombuffer(blob, dtype="<f4")
+            known.update((i, None) for i in missing if i not in known)
+        return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
     def close(self) -> None:
         """Close the connection."""

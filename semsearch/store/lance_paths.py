@@ -145,7 +145,8 @@ class PathVectors:
 
 
 def _read_path_vectors(table: Any, file_ids: list[int]) -> dict[int, FloatArray]:
-    """file id → stored path vector of those of ``file_ids`` that have one."""
+    """file id → stored path vector of those of ``file_ids`` that have one (a zero row, stored
+    for a document, is none)."""
     query = table.search().where(f"file_id IN ({ids_sql(file_ids)})").select(["file_id", "vector"])
     found = retry(query.limit(None).to_arrow)
     if not found.num_rows:
@@ -153,7 +154,8 @@ def _read_path_vectors(table: Any, file_ids: list[int]) -> dict[int, FloatArray]
     flat = np.asarray(found["vector"].combine_chunks().flatten().to_numpy(), dtype=np.float32)
     matrix = flat.reshape(found.num_rows, -1)
     matrix.flags.writeable = False  # the rows handed out are views of the cache
-    return dict(zip(found["file_id"].to_pylist(), matrix, strict=True))
+    ids = found["file_id"].to_pylist()
+    return {i: row for i, row, real in zip(ids, matrix, matrix.any(axis=1), strict=True) if real}
 
 
 def moved_path_ids(rows: tuple[Rows, Rows], old_path: str, new_path: str, prefix: str) -> list[int]:

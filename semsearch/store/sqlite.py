@@ -11,7 +11,8 @@ On-disk format (schema version 4, ``PRAGMA user_version``)::
           mtime_ns INTEGER, size INTEGER, sha256 TEXT, status TEXT, kind TEXT,
           UNIQUE(folder_id, rel), path_vector BLOB NULL)
         rel: POSIX path relative to the folder, so a copied index still searches;
-        path_vector: the embedding of rel (float32 like `vector`), NULL until embedded;
+        path_vector: the embedding of rel as little-endian float16 (a ranking term: half the
+        bytes), an empty blob for a file without one (a document), NULL until embedded;
         status: ok | empty | binary | too_large | error (files without chunks are remembered so
         an unchanged one is not re-read)
     chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
@@ -68,6 +69,7 @@ from semsearch.store.base import (
 from semsearch.store.lock import is_writable, read_only_message
 from semsearch.store.sqlite_rows import (
     VectorReader,
+    path_blob,
     delete_files_where,
     move_files,
     read_chunks,
@@ -358,18 +360,17 @@ class SqliteStore:
         return read_pending_paths(self._conn, limit)
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
-        """Store the path vectors of files (row i for ``file_ids[i]``) in one commit."""
+        """Store files' path vectors (float16; a zero row as an empty blob) in one commit."""
         assert len(file_ids) == len(vectors)
-        rows = np.ascontiguousarray(vectors, dtype="<f4")
+        blobs = [path_blob(row) for row in np.asarray(vectors, dtype=np.float32)]
         with self._write() as conn:
             conn.executemany(
                 "UPDATE files SET path_vector = ? WHERE id = ?",
-                [(row.tobytes(), int(i)) for row, i in zip(rows, file_ids, strict=True)],
+                [(blob, int(i)) for blob, i in zip(blobs, file_ids, strict=True)],
             )
 
     def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
-        """File id → path vector, for those of ``file_ids`` that have one (read through the
-        vector arm's connection, so the lexical arm may run meanwhile)."""
+        """File id → path vector, through the vector arm's connection (not the lexical's)."""
         return self._vector_reader().path_vectors(file_ids)
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:

@@ -59,7 +59,7 @@ class VectorReader:
                 f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
             )
             for i, blob in rows:
-                known[int(i)] = None if blob is None else np.frombuffer(blob, dtype="<f4")
+                known[int(i)] = np.frombuffer(blob, "<f2").astype(np.float32) if blob else None
             known.update((i, None) for i in missing if i not in known)
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
@@ -210,3 +210,9 @@ def read_pending_paths(conn: sqlite3.Connection, limit: int) -> list[tuple[int, 
         (limit,),
     )
     return [(int(i), rel) for i, rel in rows]
+
+
+def path_blob(vector: FloatArray) -> bytes:
+    """A path vector as stored: little-endian float16, or empty for a zero vector (a file
+    that has none: search leaves it out)."""
+    return np.ascontiguousarray(vector, dtype="<f2").tobytes() if vector.any() else b""

@@ -188,7 +188,7 @@ class Store(Protocol):
         """Store row ``i`` of ``vectors`` as the path vector of file ``file_ids[i]`` (one
         commit); ids of files no longer stored are ignored. A zero row records that the file
         has none (a document): it is no longer pending, and ``path_vectors`` leaves it out. A
-        backend may store the vectors with less precision (SQLite: float16)."""
+        backend may store the vectors with less precision (SQLite: a byte a component)."""
 
     def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
         """File id → its path vector, for those of ``file_ids`` that have one. Safe to call

@@ -155,7 +155,8 @@ def _read_path_vectors(table: Any, file_ids: list[int]) -> dict[int, FloatArray]
     matrix = flat.reshape(found.num_rows, -1)
     matrix.flags.writeable = False  # the rows handed out are views of the cache
     ids = found["file_id"].to_pylist()
-    return {i: row for i, row, real in zip(ids, matrix, matrix.any(axis=1), strict=True) if real}
+    real: list[bool] = np.any(matrix != 0, axis=1).tolist()
+    return {i: row for i, row, keep in zip(ids, matrix, real, strict=True) if keep}
 
 
 def moved_path_ids(rows: tuple[Rows, Rows], old_path: str, new_path: str, prefix: str) -> list[int]:

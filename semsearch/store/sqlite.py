@@ -11,8 +11,8 @@ On-disk format (schema version 4, ``PRAGMA user_version``)::
           mtime_ns INTEGER, size INTEGER, sha256 TEXT, status TEXT, kind TEXT,
           UNIQUE(folder_id, rel), path_vector BLOB NULL)
         rel: POSIX path relative to the folder, so a copied index still searches;
-        path_vector: the embedding of rel as little-endian float16 (a ranking term: half the
-        bytes), an empty blob for a file without one (a document), NULL until embedded;
+        path_vector: the embedding of rel (sqlite_rows.path_blob: a byte a component); empty
+        for a file without one (a document), NULL until embedded;
         status: ok | empty | binary | too_large | error (files without chunks are remembered so
         an unchanged one is not re-read)
     chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
@@ -69,9 +69,9 @@ from semsearch.store.base import (
 from semsearch.store.lock import is_writable, read_only_message
 from semsearch.store.sqlite_rows import (
     VectorReader,
-    path_blob,
     delete_files_where,
     move_files,
+    path_blob,
     read_chunks,
     read_generation,
     read_lexical,
@@ -360,7 +360,7 @@ class SqliteStore:
         return read_pending_paths(self._conn, limit)
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
-        """Store files' path vectors (float16; a zero row as an empty blob) in one commit."""
+        """Store files' path vectors (int8; a zero row as an empty blob) in one commit."""
         assert len(file_ids) == len(vectors)
         blobs = [path_blob(row) for row in np.asarray(vectors, dtype=np.float32)]
         with self._write() as conn:

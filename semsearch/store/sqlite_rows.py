@@ -59,7 +59,7 @@ class VectorReader:
                 f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
             )
             for i, blob in rows:
-                known[int(i)] = np.frombuffer(blob, "<f2").astype(np.float32) if blob else None
+                known[int(i)] = path_from_blob(blob) if blob else None
             known.update((i, None) for i in missing if i not in known)
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
@@ -213,6 +213,18 @@ def read_pending_paths(conn: sqlite3.Connection, limit: int) -> list[tuple[int, 
 
 
 def path_blob(vector: FloatArray) -> bytes:
-    """A path vector as stored: little-endian float16, or empty for a zero vector (a file
-    that has none: search leaves it out)."""
-    return np.ascontiguousarray(vector, dtype="<f2").tobytes() if vector.any() else b""
+    """A path vector as stored: its largest magnitude m as a little-endian float32, then each
+    component as a signed byte, round(127 x value / m) (a quarter of float32's bytes; cosines
+    move by ~1e-3), or empty for a zero vector (a file that has none: search leaves it out)."""
+    scale = float(np.abs(vector).max())
+    if not scale:
+        return b""
+    quantised = np.round(np.asarray(vector, dtype=np.float32) * (127.0 / scale)).astype(np.int8)
+    return bytes(np.array([scale], dtype="<f4").tobytes()) + bytes(quantised.tobytes())
+
+
+def path_from_blob(blob: bytes) -> FloatArray:
+    """The float32 path vector of a stored blob (see :func:`path_blob`)."""
+    scale = float(np.frombuffer(blob[:4], dtype="<f4")[0])
+    vector: FloatArray = np.frombuffer(blob[4:], dtype=np.int8) * np.float32(scale / 127.0)
+    return vector

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from semsearch.chunking import ChunkSettings
+from semsearch.chunking import DOCUMENT_OVERLAP_TOKENS, ChunkSettings
 from semsearch.errors import ConfigError
 from semsearch.ranking import RRF_K
 
@@ -51,6 +51,7 @@ class Settings:
     roots: tuple[Path, ...] = ()
     target_tokens: int = DEFAULT_CHUNKS.target_tokens
     overlap_tokens: int = DEFAULT_CHUNKS.overlap_tokens
+    document_overlap_tokens: int = DOCUMENT_OVERLAP_TOKENS
     hard_token_limit: int = DEFAULT_CHUNKS.hard_token_limit
     top_k: int = DEFAULT_TOP_K
     hybrid: bool = True
@@ -199,7 +200,19 @@ def _chunk_settings(path: Path, data: Mapping[str, Any]) -> dict[str, int]:
         0,
         target - 1,
     )
-    return {"target_tokens": target, "overlap_tokens": overlap, "hard_token_limit": hard}
+    document = _positive_int(
+        path,
+        "chunk.documentOverlapTokens",
+        chunk.get("documentOverlapTokens", DOCUMENT_OVERLAP_TOKENS),
+        0,
+        target - 1,
+    )
+    return {
+        "target_tokens": target,
+        "overlap_tokens": overlap,
+        "document_overlap_tokens": document,
+        "hard_token_limit": hard,
+    }
 
 
 def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:

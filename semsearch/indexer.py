@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from semsearch.access import read_file_bytes
-from semsearch.chunking import ChunkSettings, chunk_text
+from semsearch.chunking import DOCUMENT_OVERLAP_TOKENS, ChunkSettings, chunk_text
 from semsearch.config import DEFAULT_MAX_FILE_SIZE
 from semsearch.embedder import Embedder
 from semsearch.errors import ExtractError
@@ -139,6 +139,10 @@ class IndexerSettings:
 
     ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    # documents (ranking.is_prose) are chunked with these: less overlap (chunking.py)
+    document_chunking: ChunkSettings = field(
+        default_factory=lambda: ChunkSettings(overlap_tokens=DOCUMENT_OVERLAP_TOKENS)
+    )
     max_text_size: int = DEFAULT_MAX_FILE_SIZE
 
 
@@ -322,7 +326,7 @@ class Indexer:
         name: str,
         previous: list[str],
     ) -> None:
-        records = self._records(extracted, previous)
+        records = self._records(extracted, previous, entry.rel)
         if not records:
             self._record(run, entry, "empty", digest, "no text", name)
             return
@@ -339,16 +343,20 @@ class Indexer:
         run.pending.append((write, run.done))
         run.pending_chunks += len(records)
 
-    def _records(self, extracted: Extracted, previous: list[str]) -> tuple[ChunkRecord, ...]:
+    def _records(
+        self, extracted: Extracted, previous: list[str], rel: str
+    ) -> tuple[ChunkRecord, ...]:
         """Chunk the text; a paged document is chunked page by page so each chunk has one page.
-        ``previous``: the file's chunk texts before this change (see ``chunking.chunk_text``)."""
+        ``previous``: the file's chunk texts before this change (see ``chunking.chunk_text``);
+        a document (``rel``: ``ranking.is_prose``) is chunked with ``document_chunking``."""
+        settings = self._settings.document_chunking if is_prose(rel) else self._settings.chunking
         text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
         if not extracted.pages:
             bounds = [0, len(text)]
         records: list[ChunkRecord] = []
         for start, end in itertools.pairwise(bounds):
             line_shift = text.count("\n", 0, start)
-            chunks = chunk_text(text[start:end], self._embedder, self._settings.chunking, previous)
+            chunks = chunk_text(text[start:end], self._embedder, settings, previous)
             for c in chunks:
                 records.append(
                     ChunkRecord(

@@ -29,6 +29,7 @@ def test_defaults_use_xdg_locations(isolated_env: Path) -> None:
         35,
         254,
     )
+    assert settings.document_overlap_tokens == 20
     assert not settings.config_exists
 
 
@@ -96,6 +97,10 @@ def test_config_file_values_and_env_override(
         ({"defaultRoots": [1]}, "`defaultRoots` must be a list of strings"),
         ({"chunk": {"hardTokenLimit": 300}}, "`chunk.hardTokenLimit` must be between 16 and 254"),
         ({"chunk": {"overlapTokens": 200}}, "`chunk.overlapTokens` must be between 0 and 199"),
+        (
+            {"chunk": {"documentOverlapTokens": -1}},
+            "`chunk.documentOverlapTokens` must be between 0 and 199",
+        ),
         ({"maxFileSizeBytes": -1}, "`maxFileSizeBytes` must be >= 1"),
         ({"storeBackend": "postgres"}, "Unknown store backend 'postgres'"),
     ],

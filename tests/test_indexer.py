@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -426,7 +427,8 @@ def test_force_chunks_an_edited_file_as_a_new_index_would(
     index.update([tmp_path / "big"])
     lines.insert(0, "a new first line above everything")
     write_lines(tmp_path / "big" / "long.txt", lines)
-    fresh = {c.text for c in chunk_text("\n".join(lines) + "\n", embedder)}
+    document = index._indexer_settings().document_chunking  # long.txt is a document
+    fresh = {c.text for c in chunk_text("\n".join(lines) + "\n", embedder, document)}
     index.update([tmp_path / "big"])
     kept = {row.text for row in all_chunks(index)}
     index.update([tmp_path / "big"], force=True)
@@ -566,3 +568,20 @@ def test_code_files_get_a_path_vector_once_and_keep_it_across_edits(
     store = index._open()
     (new_id,) = [r.id for r in store.file_refs().values() if r.rel == "net/client_session.py"]
     assert np.allclose(store.path_vectors([new_id])[new_id], expected, rtol=0, atol=0.01)
+
+
+def test_documents_are_chunked_with_less_overlap_than_code(index: Index, tmp_path: Path) -> None:
+    lines = "\n".join(f"line {n} of the text says something about item {n}" for n in range(400))
+    root = write_tree(tmp_path / "proj", {"notes.md": lines, "main.py": lines})
+    index.update([root])
+    rows = all_chunks(index)
+    by_file = {rel: [r for r in rows if r.rel == rel] for rel in ("notes.md", "main.py")}
+    settings = index._indexer_settings()
+    for rel, overlap in (("notes.md", 20), ("main.py", 35)):
+        chunks = sorted(by_file[rel], key=lambda r: r.start_line)
+        assert len(chunks) > 3
+        shared = [a.end_line - b.start_line + 1 for a, b in itertools.pairwise(chunks)]
+        # the hashed embedder's tokens are words: 10 a line, so the overlap repeats 2 or 3 lines
+        assert max(shared) == overlap // 10, (rel, shared)
+    assert settings.document_chunking.overlap_tokens == 20
+    assert settings.chunking.overlap_tokens == 35

@@ -121,3 +121,32 @@ def test_a_read_only_index_that_needs_an_upgrade_is_refused_in_one_line(tmp_path
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
     assert SqliteStore(path).meta("schema_version") == "4"  # with write access it upgrades
+
+
+def test_a_read_only_version_3_index_is_searched_without_path_vectors(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    store = SqliteStore(path, create=True)
+    store.set_model("m", 4)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "a.py", ["alpha"])])
+    store.close()
+    old = connect(path)  # as version 3 left it: no path_vector column
+    old.executescript(
+        "ALTER TABLE files DROP COLUMN path_vector; PRAGMA user_version = 3;"
+        "UPDATE meta SET value = '3' WHERE key = 'schema_version';"
+    )
+    old.close()
+    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], check=False).returncode:
+        pytest.skip("needs root and chattr to make a file unwritable for root")
+    try:
+        read_only = SqliteStore(path)  # cannot be upgraded, and is not refused
+        ids = list(read_only.file_refs())
+        assert read_only.read_only and len(ids) == 1
+        assert read_only.path_vectors(ids) == {}
+        assert read_only.meta("schema_version") == "3"
+        read_only.close()
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    upgraded = SqliteStore(path)  # with write access it upgrades; the file's path is pending
+    assert upgraded.meta("schema_version") == str(SCHEMA_VERSION) == "4"
+    assert upgraded.pending_paths(10) == [(ids[0], "a.py")]

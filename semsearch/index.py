@@ -64,6 +64,9 @@ from semsearch.store import (
 if TYPE_CHECKING:
     from semsearch.changes import ChangeMonitor
 
+# pending_work counts pending path vectors up to this many (more only start a larger run)
+PENDING_PATHS_COUNTED = 1_000
+
 
 def _absorb(store: Store, outers: Sequence[Path]) -> None:
     """Take over the indexed folders inside ``outers``: rows re-keyed, nothing re-embedded."""
@@ -315,13 +318,17 @@ class Index:
     def pending_work(self, roots: Sequence[str | Path] | None = None) -> int:
         """How much an ``update`` would do: files of the folders (default: the configured ones)
         that are new, changed (mtime or size) or gone since they were indexed, plus chunks still
-        waiting for vectors; 0 when all is current. Lists the folders with the rules ``update``
-        uses; reads no file.
+        waiting for vectors and files whose path vector is not made yet (counted up to
+        ``PENDING_PATHS_COUNTED``: an index of an older schema has none); 0 when all is current.
+        Lists the folders with the rules ``update`` uses; reads no file.
         """
         chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
         exists = self.settings.store_path.exists()
         indexed = {f.path: f for f in self._indexed_folders()} if exists else {}
-        changed = self._open().pending_count() if exists else 0
+        changed = 0
+        if exists:
+            store = self._open()
+            changed = store.pending_count() + len(store.pending_paths(PENDING_PATHS_COUNTED))
         for root in chosen:
             folder = indexed.get(str(root))
             if folder is not None:

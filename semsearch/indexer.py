@@ -163,8 +163,7 @@ class Indexer:
         self._reuse = True
         self._probe: tuple[str, np.ndarray[Any, Any]] | None = None  # text hash, its vector
         self._has_model = False  # the store has recorded this embedder's model
-        self.embedded = 0  # chunk texts embedded by this indexer
-        self.paths_embedded = 0  # rel paths embedded (see _embed_paths)
+        self.embedded = 0  # chunk texts embedded by this indexer (rel paths not counted)
 
     def embed_pending(self) -> int:
         """The second pass: embed the chunks of the index that have no vector; returns texts
@@ -195,16 +194,15 @@ class Indexer:
         while batch := self._store.pending_paths(EMBED_BATCH):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
-            stored = self._store.model()
-            if not code and stored is None:
-                break  # no model recorded yet to size the zero vectors (no chunk has a vector)
-            vectors = np.zeros((len(rels), stored[1] if stored else 0), dtype=np.float32)
-            if code:
-                embedded = self._embedder.embed([rels[at] for at in code])
+            embedded = self._embedder.embed([rels[at] for at in code]) if code else None
+            if embedded is not None:
                 self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
-                vectors = np.zeros((len(rels), embedded.shape[1]), dtype=np.float32)
+            stored = self._store.model()
+            if stored is None:
+                break  # documents only, and no model recorded to size their zero vectors
+            vectors = np.zeros((len(rels), stored[1]), dtype=np.float32)
+            if embedded is not None:
                 vectors[code] = embedded
-                self.paths_embedded += len(code)
             self._store.set_path_vectors(file_ids, vectors)
             if self._store.pending_paths(1)[:1] == batch[:1]:
                 break  # nothing took them (cannot happen with a consistent store): stop

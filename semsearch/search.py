@@ -300,8 +300,8 @@ def _select(
         if seen:
             notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
         row_ranks = {name: found.get(row.id) for name, found in ranks.items()}
-        hit = _hit(row, -negative, row_ranks, tuple(notes))
-        hits.append(replace(hit, path_cosine=path_cosine.get(row.file_id)))
+        path = path_cosine.get(row.file_id)
+        hits.append(_hit(row, -negative, row_ranks, tuple(notes), path))
     return hits, raising
 
 
@@ -317,7 +317,13 @@ def _overlaps(row: ChunkRow, hits: list[Hit]) -> bool:
     return False
 
 
-def _hit(row: ChunkRow, score: float, ranks: dict[str, int | None], priors: tuple[str, ...]) -> Hit:
+def _hit(
+    row: ChunkRow,
+    score: float,
+    ranks: dict[str, int | None],
+    priors: tuple[str, ...],
+    path_cosine: float | None = None,
+) -> Hit:
     path = row.folder_path.rstrip("/") + "/" + row.rel
     return Hit(
         path=path,
@@ -334,4 +340,5 @@ def _hit(row: ChunkRow, score: float, ranks: dict[str, int | None], priors: tupl
         definition_rank=ranks.get("definitions"),
         priors=priors,
         cosine_rank=ranks.get("cosine"),
+        path_cosine=path_cosine,
     )

@@ -544,6 +544,24 @@ def test_pending_work_counts_what_an_update_would_do(tmp_path: Path, hash_index:
     assert hash_index.pending_work([root]) == 0
 
 
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # clears the column by SQL
+def test_pending_work_counts_path_vectors_not_made_yet(tmp_path: Path, hash_index: Index) -> None:
+    # an index upgraded from schema 3 has no path vectors: the MCP server and `index --watch`
+    # act on pending_work, so with nothing else changed they must still make them
+    files = {"src/a.py": "def a():\n    return 1\n", "src/b.py": "B = 2\n", "c.md": "# C\n"}
+    root = write_tree(tmp_path / "work", files)
+    hash_index.update([root])
+    with sqlite3.connect(hash_index.settings.store_path) as conn:
+        conn.execute("UPDATE files SET path_vector = NULL")
+    assert hash_index.pending_work([root]) == 3
+    report = hash_index.update([root])
+    assert (report.total("indexed"), report.chunks_embedded) == (0, 0)  # only the paths
+    assert hash_index.pending_work([root]) == 0
+    store = hash_index._open()
+    code = [ref.id for ref in store.file_refs().values() if ref.rel.endswith(".py")]
+    assert sorted(store.path_vectors(list(store.file_refs()))) == sorted(code)
+
+
 def test_code_files_get_a_path_vector_once_and_keep_it_across_edits(
     index: Index, embedder: CountingEmbedder, tmp_path: Path
 ) -> None:

@@ -143,6 +143,7 @@ def test_a_read_only_version_3_index_is_searched_without_path_vectors(tmp_path: 
         ids = list(read_only.file_refs())
         assert read_only.read_only and len(ids) == 1
         assert read_only.path_vectors(ids) == {}
+        assert read_only.pending_paths(10) == []  # no column to read, nothing to write
         assert read_only.meta("schema_version") == "3"
         read_only.close()
     finally:

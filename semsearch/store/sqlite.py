@@ -356,8 +356,8 @@ class SqliteStore:
         )
 
     def pending_paths(self, limit: int) -> list[tuple[int, str]]:
-        """(file id, rel) of up to ``limit`` ok files without a path vector, by id."""
-        return read_pending_paths(self._conn, limit)
+        """(file id, rel) of ok files without a path vector ([] in a read-only version 3)."""
+        return read_pending_paths(self._conn, limit) if self._vector_reader().has_paths else []
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
         """Store files' path vectors (int8; a zero row as an empty blob) in one commit."""

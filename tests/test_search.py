@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from semsearch import ranking
 from semsearch.cli_output import explain
+from semsearch.config import Settings
+from semsearch.embedder import HashEmbedder
 from semsearch.errors import UsageError
 from semsearch.index import Index
 from semsearch.search import rrf
@@ -198,6 +201,28 @@ def test_the_path_term_ranks_code_files_by_their_path(tmp_path: Path, hash_index
     assert hits["x/beta.py"].as_json()["pathCosine"] == round(hits["x/beta.py"].path_cosine, 4)
     vector_mode = hash_index.search("shared words beta", k=3, mode="vector")
     assert all(hit.path_cosine is None for hit in vector_mode)  # a hybrid-mode term
+
+
+def test_damaged_path_vectors_count_as_none(
+    tmp_path: Path, settings: Settings, store_backend: str
+) -> None:
+    if store_backend != "sqlite":
+        pytest.skip("writes the SQLite file's path_vector column")
+    text = "shared words here\n"
+    root = write_tree(tmp_path / "p", {"alpha.py": text, "beta.py": text, "gamma.py": text})
+    writer = Index(settings, embedder=HashEmbedder())
+    writer.update([root])
+    writer.close()
+    with sqlite3.connect(settings.index_path) as conn:
+        # a float32 blob of another encoding, and a blob too short for its scale
+        conn.execute("UPDATE files SET path_vector = ? WHERE rel = 'alpha.py'", (bytes(1536),))
+        conn.execute("UPDATE files SET path_vector = x'0102' WHERE rel = 'beta.py'")
+    conn.close()
+    reader = Index(settings, embedder=HashEmbedder())
+    hits = {hit.rel: hit for hit in reader.search("shared words gamma", k=3)}
+    reader.close()
+    assert hits["alpha.py"].path_cosine is None and hits["beta.py"].path_cosine is None
+    assert hits["gamma.py"].path_cosine > 0
 
 
 def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Index) -> None:

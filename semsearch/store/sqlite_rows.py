@@ -59,7 +59,7 @@ class VectorReader:
                 f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
             )
             for i, blob in rows:
-                known[int(i)] = path_from_blob(blob) if blob else None
+                known[int(i)] = path_from_blob(blob) if len(blob or b"") > 4 else None
             known.update((i, None) for i in missing if i not in known)
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 

@@ -519,4 +519,5 @@ def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
         ),
     ]:
         (hit,) = ranking_corpus.search(query, k=1, mode="vector")
-        assert (hit.score, hit.priors) == (pytest.approx(score, abs=1e-6), priors)
+        # 1e-3: the SQLite file keeps vectors as float16 (a rescaling would move them far more)
+        assert (hit.score, hit.priors) == (pytest.approx(score, abs=1e-3), priors)

@@ -76,11 +76,49 @@ def test_schema_version_and_wal(sqlite_store: SqliteStore, tmp_path: Path) -> No
     assert sqlite_store.meta("schema_version") == str(SCHEMA_VERSION)
 
 
-def test_vectors_are_little_endian_float32_blobs(sqlite_store: SqliteStore, tmp_path: Path) -> None:
+def test_vectors_are_little_endian_float16_blobs(sqlite_store: SqliteStore, tmp_path: Path) -> None:
     folder = sqlite_store.ensure_folder("/srv/a", "a")
     sqlite_store.write_files([file_write(folder, "x.md", ["alpha beta"])])
     blob = sqlite3.connect(tmp_path / "index.db").execute("SELECT vector FROM chunks").fetchone()[0]
-    assert struct.unpack("<4f", blob) == (1.0, 0.0, 0.0, 0.0)
+    assert struct.unpack("<4e", blob) == (1.0, 0.0, 0.0, 0.0)
+
+
+def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    store = SqliteStore(path, create=True)
+    store.set_model("m", 4)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "a.md", ["alpha", "beta"])])
+    store.close()
+    old = sqlite3.connect(path)  # as version 4 wrote them: float32, and the version number
+    old.execute("UPDATE chunks SET vector = ? WHERE ord = 0", (struct.pack("<4f", 0.6, 0.8, 0, 0),))
+    old.execute("PRAGMA user_version = 4")
+    old.commit()
+    old.close()
+    store = SqliteStore(path)
+    assert store.meta("schema_version") == "5"
+    store.write_files([file_write(folder, "b.md", ["gamma"])])  # written as float16
+    ids, _, matrix = store.vectors(0)
+    assert matrix.dtype == np.float32
+    expected = np.array([[0.6, 0.8, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]], dtype=np.float32)
+    np.testing.assert_array_equal(matrix, expected)  # float32 rows exact, float16 rows too here
+    found = store.nearest(np.array([0.6, 0.8, 0, 0], dtype=np.float32), 1, None)
+    assert found == [(int(ids[0]), pytest.approx(1.0))]
+
+
+def test_a_vector_of_another_size_is_reported_as_damage(tmp_path: Path) -> None:
+    path = tmp_path / "bad.db"
+    store = SqliteStore(path, create=True)
+    store.set_model("m", 4)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "a.md", ["alpha"])])
+    store.close()
+    with sqlite3.connect(path) as bad:
+        bad.execute("UPDATE chunks SET vector = x'010203'")
+    bad.close()
+    store = SqliteStore(path)
+    with pytest.raises(StoreError, match=r"damaged.*index --force"):
+        store.vectors(0)
 
 
 def test_vectors_come_back_in_id_order(store: Store) -> None:
@@ -295,10 +333,13 @@ def random_write(folder_id: int, rel: str, count: int, seed: int) -> FileWrite:
 def brute_force(
     store: Any, written: dict[str, FileWrite], query: np.ndarray[Any, Any], pool: int, rels: Any
 ) -> list[tuple[int, float]]:
-    """The exact top ``pool`` by numpy over the vectors the test wrote (rels: None for all)."""
+    """The exact top ``pool`` by numpy over the vectors the test wrote (rels: None for all), as
+    the store keeps them (SQLite: float16)."""
     scored = []
     for row in store.chunks([int(i) for i in store.chunk_ids()]):
         vectors = written[row.rel].vectors
+        if vectors is not None and isinstance(store, SqliteStore):
+            vectors = vectors.astype(np.float16).astype(np.float32)
         if vectors is not None and (rels is None or row.rel in rels):
             scored.append((float(vectors[row.start_line - 1] @ query), row.id))
     return [(cid, score) for score, cid in sorted(scored, reverse=True)[:pool]]

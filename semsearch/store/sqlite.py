@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 4, ``PRAGMA user_version``)::
+On-disk format (schema version 5, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -19,9 +19,9 @@ On-disk format (schema version 4, ``PRAGMA user_version``)::
            start_line INTEGER, end_line INTEGER, start_offset INTEGER, end_offset INTEGER,
            page INTEGER NULL, text TEXT, vector BLOB NULL, text_hash TEXT)
         text: a verbatim slice of the extracted text; offsets are str (code point) indices;
-        lines are 1-based and inclusive; vector: `dim` little-endian float32 values, L2-normalised,
-        or NULL while the chunk waits for it (an index run writes text first, vectors after;
-        `chunks_pending`, a partial index on id WHERE vector IS NULL, finds those);
+        lines are 1-based and inclusive; vector: `dim` little-endian float16 values (float32 in
+        rows written before version 5, still read), L2-normalised, or NULL while the chunk waits
+        (an index run writes text first, vectors after; `chunks_pending` finds those);
         text_hash: 32 hex digits of BLAKE2b-128 of the UTF-8 text (`store.base.text_hash`),
         indexed, so a chunk of the same text anywhere in the index lends its vector.
         Chunk ids are never reused, so a reader can refresh only what changed.
@@ -37,7 +37,8 @@ serialise on an advisory lock file next to the database (`<index>.lock`, semsear
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
-and no `text_hash`; version 3 no `path_vector`; opening such a file migrates it
+and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors; opening
+such a file migrates it
 (sqlite_schema.MIGRATIONS; a read-only version 3 file is searched without path vectors).
 """
 
@@ -79,6 +80,7 @@ from semsearch.store.sqlite_rows import (
     read_stored_vectors,
     read_vector_ids,
     read_vectors,
+    vector_blobs,
 )
 from semsearch.store.sqlite_schema import (
     AUTO_VACUUM_INCREMENTAL,
@@ -277,8 +279,7 @@ class SqliteStore:
         hashes = [text_hash(c.text) for c in write.chunks]
         if write.vectors is not None:
             assert len(write.vectors) == len(write.chunks)
-            rows = np.ascontiguousarray(write.vectors, dtype="<f4")
-            blobs: list[bytes | None] = [row.tobytes() for row in rows]
+            blobs: list[bytes | None] = list(vector_blobs(write.vectors))
         else:
             known = read_stored_vectors(conn, hashes) if reuse else {}
             blobs = [known.get(h) for h in hashes]
@@ -340,12 +341,11 @@ class SqliteStore:
     def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
         """Give the chunks without a vector of each text hash their vector; returns how many."""
         assert len(hashes) == len(vectors)
-        rows = np.ascontiguousarray(vectors, dtype="<f4")
         with self._write() as conn:
             before = conn.total_changes
             conn.executemany(
                 "UPDATE chunks SET vector = ? WHERE text_hash = ? AND vector IS NULL",
-                [(row.tobytes(), h) for row, h in zip(rows, hashes, strict=True)],
+                list(zip(vector_blobs(vectors), hashes, strict=True)),
             )
             return conn.total_changes - before
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from semsearch.errors import StoreError
 from semsearch.store.base import ChunkRow, FloatArray, IdArray
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite_schema import connect
@@ -83,15 +84,46 @@ def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArra
         "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
         (min_id,),
     ).fetchall()
-    if rows:
-        dim = len(rows[0][2]) // 4
-    else:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-        dim = 0 if row is None else int(row[0])
+    row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+    dim = int(row[0]) if row is not None else len(rows[0][2]) // 4 if rows else 0
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim)
-    return ids, file_ids, matrix.astype(np.float32, copy=False)
+    return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim)
+
+
+def vector_blobs(vectors: FloatArray) -> list[bytes]:
+    """Chunk vectors as stored: ``dim`` little-endian float16 values each (schema 5)."""
+    return [row.tobytes() for row in np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)]
+
+
+VECTOR_DTYPE = "<f2"  # float16 since schema 5: cosines move by ~1e-4, rankings did not move
+OLD_VECTOR_DTYPE = "<f4"  # float32: what schema 4 and before wrote (such rows stay readable)
+
+
+def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> FloatArray:
+    """The float32 matrix of stored chunk vectors: float16 rows, or float32 rows of an index
+    written before schema 5 (one file may hold both: rows are decoded by their size)."""
+    matrix = np.empty((len(blobs), dim), dtype=np.float32)
+    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    done = 0
+    for dtype in (VECTOR_DTYPE, OLD_VECTOR_DTYPE):
+        chosen = np.flatnonzero(sizes == dim * np.dtype(dtype).itemsize)
+        if len(chosen) == len(blobs):  # one kind of row: no copy by index
+            return (
+                np.frombuffer(b"".join(blobs), dtype=dtype)
+                .reshape(len(blobs), dim)
+                .astype(np.float32)
+            )
+        if len(chosen):
+            joined = b"".join(blobs[i] for i in chosen.tolist())
+            matrix[chosen] = np.frombuffer(joined, dtype=dtype).reshape(len(chosen), dim)
+            done += len(chosen)
+    if done != len(blobs):
+        raise StoreError(
+            f"The index holds chunk vectors that are not {dim} float16 or float32 values: it is "
+            "damaged. Rebuild it with `semsearch index --force`."
+        )
+    return matrix
 
 
 def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, bytes]:

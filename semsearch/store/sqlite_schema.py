@@ -13,7 +13,7 @@ from semsearch.lexical import chunk_terms, definitions
 from semsearch.store.base import text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 30_000
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -99,9 +99,20 @@ PATH_VECTORS_SQL = "ALTER TABLE files ADD COLUMN path_vector BLOB;"
 # The last version without path vectors: read-only, such a file is searched without them.
 NO_PATH_VECTORS_VERSION = 3
 
+# Version 5: chunk vectors are written as float16 (768 bytes for 384 dimensions instead of 1,536).
+# Nothing is rewritten: a version-4 file's float32 rows are read by their size, and the version
+# number keeps an older semsearch from reading float16 rows as float32.
+FLOAT16_VECTORS_SQL = ""
+
 # Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
 # stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
-MIGRATIONS: tuple[str, ...] = (TABLES_SQL, FTS_SQL, NULLABLE_VECTORS_SQL, PATH_VECTORS_SQL)
+MIGRATIONS: tuple[str, ...] = (
+    TABLES_SQL,
+    FTS_SQL,
+    NULLABLE_VECTORS_SQL,
+    PATH_VECTORS_SQL,
+    FLOAT16_VECTORS_SQL,
+)
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
 SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes

@@ -83,13 +83,19 @@ def test_vectors_are_little_endian_float16_blobs(sqlite_store: SqliteStore, tmp_
     assert struct.unpack("<4e", blob) == (1.0, 0.0, 0.0, 0.0)
 
 
-def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path: Path) -> None:
-    path = tmp_path / "v4.db"
+def small_index(path: Path, rel: str, texts: list[str]) -> int:
+    """A closed SQLite index of one file of ``texts`` (model ``m``, 4 dimensions); its folder id."""
     store = SqliteStore(path, create=True)
     store.set_model("m", 4)
     folder = store.ensure_folder("/srv/a", "a")
-    store.write_files([file_write(folder, "a.md", ["alpha", "beta"])])
+    store.write_files([file_write(folder, rel, texts)])
     store.close()
+    return folder
+
+
+def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    folder = small_index(path, "a.md", ["alpha", "beta"])
     old = sqlite3.connect(path)  # as version 4 wrote them: float32, and the version number
     old.execute("UPDATE chunks SET vector = ? WHERE ord = 0", (struct.pack("<4f", 0.6, 0.8, 0, 0),))
     old.execute("PRAGMA user_version = 4")
@@ -108,11 +114,7 @@ def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path
 
 def test_a_vector_of_another_size_is_reported_as_damage(tmp_path: Path) -> None:
     path = tmp_path / "bad.db"
-    store = SqliteStore(path, create=True)
-    store.set_model("m", 4)
-    folder = store.ensure_folder("/srv/a", "a")
-    store.write_files([file_write(folder, "a.md", ["alpha"])])
-    store.close()
+    small_index(path, "a.md", ["alpha"])
     with sqlite3.connect(path) as bad:
         bad.execute("UPDATE chunks SET vector = x'010203'")
     bad.close()

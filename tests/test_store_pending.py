@@ -24,6 +24,7 @@ from tests.test_store import (
     file_write,
     fts_count,
     record,
+    small_index,
     words,
 )
 
@@ -125,11 +126,7 @@ def test_a_read_only_index_that_needs_an_upgrade_is_refused_in_one_line(tmp_path
 
 def test_a_read_only_version_3_index_is_searched_without_path_vectors(tmp_path: Path) -> None:
     path = tmp_path / "v3.db"
-    store = SqliteStore(path, create=True)
-    store.set_model("m", 4)
-    folder = store.ensure_folder("/srv/a", "a")
-    store.write_files([file_write(folder, "a.py", ["alpha"])])
-    store.close()
+    small_index(path, "a.py", ["alpha"])
     old = connect(path)  # as version 3 left it: no path_vector column
     old.executescript(
         "ALTER TABLE files DROP COLUMN path_vector; PRAGMA user_version = 3;"

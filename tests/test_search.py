@@ -203,11 +203,8 @@ def test_the_path_term_ranks_code_files_by_their_path(tmp_path: Path, hash_index
     assert all(hit.path_cosine is None for hit in vector_mode)  # a hybrid-mode term
 
 
-def test_damaged_path_vectors_count_as_none(
-    tmp_path: Path, settings: Settings, store_backend: str
-) -> None:
-    if store_backend != "sqlite":
-        pytest.skip("writes the SQLite file's path_vector column")
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # writes the SQLite file's path_vector
+def test_damaged_path_vectors_count_as_none(tmp_path: Path, settings: Settings) -> None:
     text = "shared words here\n"
     root = write_tree(tmp_path / "p", {"alpha.py": text, "beta.py": text, "gamma.py": text})
     writer = Index(settings, embedder=HashEmbedder())

@@ -237,10 +237,7 @@ def _file_lifted(
     code = {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
     path_cosine: dict[int, float] = {}
     if PATH_WEIGHT and code:
-        # A vector of another length (a damaged row, or another model's) counts as none.
-        paths = {
-            f: v for f, v in store.path_vectors(sorted(code)).items() if v.shape == vector.shape
-        }
+        paths = store.path_vectors(sorted(code))
         if paths:
             found = list(paths)
             cosines = np.stack([paths[f] for f in found]) @ vector.astype(np.float32)

@@ -98,11 +98,14 @@ def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path
     folder = small_index(path, "a.md", ["alpha", "beta"])
     old = sqlite3.connect(path)  # as version 4 wrote them: float32, and the version number
     old.execute("UPDATE chunks SET vector = ? WHERE ord = 0", (struct.pack("<4f", 0.6, 0.8, 0, 0),))
+    old.execute("UPDATE chunks SET vector = ? WHERE ord = 1", (struct.pack("<4f", 0, 1, 0, 0),))
     old.execute("PRAGMA user_version = 4")
     old.commit()
     old.close()
     store = SqliteStore(path)
     assert store.meta("schema_version") == "5"
+    _, _, only_float32 = store.vectors(0)
+    np.testing.assert_array_equal(only_float32, np.array([[0.6, 0.8, 0, 0], [0, 1, 0, 0]], "f4"))
     store.write_files([file_write(folder, "b.md", ["gamma"])])  # written as float16
     ids, _, matrix = store.vectors(0)
     assert matrix.dtype == np.float32

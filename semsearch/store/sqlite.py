@@ -20,7 +20,7 @@ On-disk format (schema version 5, ``PRAGMA user_version``)::
            page INTEGER NULL, text TEXT, vector BLOB NULL, text_hash TEXT)
         text: a verbatim slice of the extracted text; offsets are str (code point) indices;
         lines are 1-based and inclusive; vector: `dim` little-endian float16 values (float32 in
-        rows written before version 5, still read), L2-normalised, or NULL while the chunk waits
+        rows from before version 5, kept and read), L2-normalised, or NULL while the chunk waits
         (an index run writes text first, vectors after; `chunks_pending` finds those);
         text_hash: 32 hex digits of BLAKE2b-128 of the UTF-8 text (`store.base.text_hash`),
         indexed, so a chunk of the same text anywhere in the index lends its vector.
@@ -37,9 +37,8 @@ serialise on an advisory lock file next to the database (`<index>.lock`, semsear
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
-and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors; opening
-such a file migrates it
-(sqlite_schema.MIGRATIONS; a read-only version 3 file is searched without path vectors).
+and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors. Opening such a
+file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors).
 """
 
 from __future__ import annotations
@@ -357,7 +356,7 @@ class SqliteStore:
 
     def pending_paths(self, limit: int) -> list[tuple[int, str]]:
         """(file id, rel) of ok files without a path vector ([] in a read-only version 3)."""
-        return read_pending_paths(self._conn, limit) if self._vector_reader().has_paths else []
+        return read_pending_paths(self._conn, limit)
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
         """Store files' path vectors (int8; a zero row as an empty blob) in one commit."""

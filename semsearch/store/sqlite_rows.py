@@ -14,7 +14,7 @@ import numpy as np
 from semsearch.errors import StoreError
 from semsearch.store.base import ChunkRow, FloatArray, IdArray
 from semsearch.store.exact import ExactVectors
-from semsearch.store.sqlite_schema import connect
+from semsearch.store.sqlite_schema import connect, has_column
 
 
 class VectorReader:
@@ -27,9 +27,9 @@ class VectorReader:
     def __init__(self, path: Path, read_only: bool) -> None:
         self._conn = connect(path, read_only)
         self.exact = ExactVectors(self)
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(files)")}
-        self.has_paths = "path_vector" in columns
+        self.has_paths = has_column(self._conn, "files", "path_vector")
         self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
+        self._path_size = 0  # bytes of a path blob of the index's dimension (path_blob)
 
     def generation(self) -> int:
         """The store's write counter."""
@@ -52,6 +52,7 @@ class VectorReader:
         generation = self.generation()
         if self._paths[0] != generation:
             self._paths = (generation, {})
+            self._path_size = 4 + read_dim(self._conn, 0)
         known = self._paths[1]
         missing = [int(i) for i in file_ids if int(i) not in known]
         if missing:
@@ -59,8 +60,9 @@ class VectorReader:
             rows = self._conn.execute(
                 f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
             )
-            for i, blob in rows:
-                known[int(i)] = path_from_blob(blob) if len(blob or b"") > 4 else None
+            for i, blob in rows:  # empty (a document), NULL, or damaged: none
+                right = blob is not None and len(blob) == self._path_size > 4
+                known[int(i)] = path_from_blob(blob) if right else None
             known.update((i, None) for i in missing if i not in known)
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
@@ -84,8 +86,7 @@ def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArra
         "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
         (min_id,),
     ).fetchall()
-    row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-    dim = int(row[0]) if row is not None else len(rows[0][2]) // 4 if rows else 0
+    dim = read_dim(conn, len(rows[0][2]) // 4 if rows else 0)
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
     return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim)
@@ -97,33 +98,36 @@ def vector_blobs(vectors: FloatArray) -> list[bytes]:
 
 
 VECTOR_DTYPE = "<f2"  # float16 since schema 5: cosines move by ~1e-4, rankings did not move
-OLD_VECTOR_DTYPE = "<f4"  # float32: what schema 4 and before wrote (such rows stay readable)
+# ... and float32, what schema 4 and before wrote (such rows stay readable)
+VECTOR_DTYPES = (VECTOR_DTYPE, "<f4")
 
 
 def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> FloatArray:
     """The float32 matrix of stored chunk vectors: float16 rows, or float32 rows of an index
     written before schema 5 (one file may hold both: rows are decoded by their size)."""
-    matrix = np.empty((len(blobs), dim), dtype=np.float32)
     sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
-    done = 0
-    for dtype in (VECTOR_DTYPE, OLD_VECTOR_DTYPE):
-        chosen = np.flatnonzero(sizes == dim * np.dtype(dtype).itemsize)
-        if len(chosen) == len(blobs):  # one kind of row: no copy by index
-            return (
-                np.frombuffer(b"".join(blobs), dtype=dtype)
-                .reshape(len(blobs), dim)
-                .astype(np.float32)
-            )
-        if len(chosen):
-            joined = b"".join(blobs[i] for i in chosen.tolist())
-            matrix[chosen] = np.frombuffer(joined, dtype=dtype).reshape(len(chosen), dim)
-            done += len(chosen)
-    if done != len(blobs):
+    kinds = [(dtype, sizes == dim * np.dtype(dtype).itemsize) for dtype in VECTOR_DTYPES]
+    for dtype, chosen in kinds:
+        if chosen.all():  # one kind of row (the usual case): decoded in one go
+            matrix = np.frombuffer(b"".join(blobs), dtype=dtype).reshape(len(blobs), dim)
+            return matrix.astype(np.float32, copy=False)
+    if sum(int(chosen.sum()) for _, chosen in kinds) != len(blobs):
         raise StoreError(
             f"The index holds chunk vectors that are not {dim} float16 or float32 values: it is "
             "damaged. Rebuild it with `semsearch index --force`."
         )
+    matrix = np.empty((len(blobs), dim), dtype=np.float32)
+    for dtype, chosen in kinds:
+        at = np.flatnonzero(chosen)
+        joined = b"".join(blobs[i] for i in at.tolist())
+        matrix[at] = np.frombuffer(joined, dtype=dtype).reshape(len(at), dim)
     return matrix
+
+
+def read_dim(conn: sqlite3.Connection, default: int) -> int:
+    """The vector dimension the index recorded (``meta.dim``), else ``default``."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+    return default if row is None else int(row[0])
 
 
 def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, bytes]:
@@ -236,7 +240,10 @@ def read_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[ChunkRow]:
 
 
 def read_pending_paths(conn: sqlite3.Connection, limit: int) -> list[tuple[int, str]]:
-    """(file id, rel) of up to ``limit`` ok files without a path vector, by id."""
+    """(file id, rel) of up to ``limit`` ok files without a path vector, by id ([] in a file
+    without the column: a read-only version 3, which cannot be given any)."""
+    if not has_column(conn, "files", "path_vector"):
+        return []
     rows = conn.execute(
         "SELECT id, rel FROM files WHERE status = 'ok' AND path_vector IS NULL ORDER BY id LIMIT ?",
         (limit,),

@@ -118,6 +118,11 @@ AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned
 SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
 
 
+def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    """True when ``table`` has ``column`` (a read-only file of an older schema may lack it)."""
+    return column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
 def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
     """A connection with the busy timeout, foreign keys and the SQL functions the triggers call.
 

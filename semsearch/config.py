@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from semsearch.chunking import DOCUMENT_OVERLAP_TOKENS, ChunkSettings
+from semsearch.chunking import DOCUMENT_OVERLAP_TOKENS, DOCUMENT_TARGET_TOKENS, ChunkSettings
 from semsearch.errors import ConfigError
 from semsearch.ranking import RRF_K
 
@@ -51,6 +51,7 @@ class Settings:
     roots: tuple[Path, ...] = ()
     target_tokens: int = DEFAULT_CHUNKS.target_tokens
     overlap_tokens: int = DEFAULT_CHUNKS.overlap_tokens
+    document_target_tokens: int = DOCUMENT_TARGET_TOKENS
     document_overlap_tokens: int = DOCUMENT_OVERLAP_TOKENS
     hard_token_limit: int = DEFAULT_CHUNKS.hard_token_limit
     top_k: int = DEFAULT_TOP_K
@@ -187,29 +188,36 @@ def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
 
 
 def _chunk_settings(path: Path, data: Mapping[str, Any]) -> dict[str, int]:
+    """Code and document chunk sizes; a default never exceeds the limits set beside it."""
     chunk = _expect(path, "chunk", data.get("chunk", {}), dict, "an object")
     most = DEFAULT_CHUNKS.hard_token_limit  # the model window less [CLS] and [SEP]
     hard = _positive_int(path, "chunk.hardTokenLimit", chunk.get("hardTokenLimit", most), 16, most)
-    target = _positive_int(
-        path, "chunk.targetTokens", chunk.get("targetTokens", DEFAULT_CHUNKS.target_tokens), 8, hard
+
+    def sizes(keys: tuple[str, str], target: int, overlap: int) -> tuple[int, int]:
+        """One kind's target and overlap: config keys ``keys``, their defaults after them."""
+        target = _positive_int(
+            path, f"chunk.{keys[0]}", chunk.get(keys[0], min(target, hard)), 8, hard
+        )
+        top = target - 1
+        overlap = _positive_int(
+            path, f"chunk.{keys[1]}", chunk.get(keys[1], min(overlap, top)), 0, top
+        )
+        return target, overlap
+
+    target, overlap = sizes(
+        ("targetTokens", "overlapTokens"),
+        DEFAULT_CHUNKS.target_tokens,
+        DEFAULT_CHUNKS.overlap_tokens,
     )
-    overlap = _positive_int(
-        path,
-        "chunk.overlapTokens",
-        chunk.get("overlapTokens", DEFAULT_CHUNKS.overlap_tokens),
-        0,
-        target - 1,
-    )
-    document = _positive_int(
-        path,
-        "chunk.documentOverlapTokens",
-        chunk.get("documentOverlapTokens", DOCUMENT_OVERLAP_TOKENS),
-        0,
-        target - 1,
+    document_target, document = sizes(
+        ("documentTargetTokens", "documentOverlapTokens"),
+        DOCUMENT_TARGET_TOKENS,
+        DOCUMENT_OVERLAP_TOKENS,
     )
     return {
         "target_tokens": target,
         "overlap_tokens": overlap,
+        "document_target_tokens": document_target,
         "document_overlap_tokens": document,
         "hard_token_limit": hard,
     }

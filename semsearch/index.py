@@ -245,7 +245,7 @@ class Index:
             ignore=ignore_settings(s),
             chunking=ChunkSettings(s.target_tokens, s.overlap_tokens, s.hard_token_limit),
             document_chunking=ChunkSettings(
-                s.target_tokens, s.document_overlap_tokens, s.hard_token_limit
+                s.document_target_tokens, s.document_overlap_tokens, s.hard_token_limit
             ),
             max_text_size=s.max_file_size,
         )

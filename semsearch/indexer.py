@@ -28,7 +28,12 @@ from typing import Any, Literal
 import numpy as np
 
 from semsearch.access import read_file_bytes
-from semsearch.chunking import DOCUMENT_OVERLAP_TOKENS, ChunkSettings, chunk_text
+from semsearch.chunking import (
+    DOCUMENT_OVERLAP_TOKENS,
+    DOCUMENT_TARGET_TOKENS,
+    ChunkSettings,
+    chunk_text,
+)
 from semsearch.config import DEFAULT_MAX_FILE_SIZE
 from semsearch.embedder import Embedder
 from semsearch.errors import ExtractError
@@ -139,9 +144,9 @@ class IndexerSettings:
 
     ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
-    # documents (ranking.is_prose) are chunked with these: less overlap (chunking.py)
+    # documents (ranking.is_prose) are chunked with these: their own size, less overlap
     document_chunking: ChunkSettings = field(
-        default_factory=lambda: ChunkSettings(overlap_tokens=DOCUMENT_OVERLAP_TOKENS)
+        default_factory=lambda: ChunkSettings(DOCUMENT_TARGET_TOKENS, DOCUMENT_OVERLAP_TOKENS)
     )
     max_text_size: int = DEFAULT_MAX_FILE_SIZE
 

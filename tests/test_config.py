@@ -29,7 +29,7 @@ def test_defaults_use_xdg_locations(isolated_env: Path) -> None:
         35,
         254,
     )
-    assert settings.document_overlap_tokens == 20
+    assert (settings.document_target_tokens, settings.document_overlap_tokens) == (200, 20)
     assert not settings.config_exists
 
 
@@ -83,6 +83,22 @@ def test_config_file_values_and_env_override(
     assert load_settings(os.environ).model_dir == tmp_path / "model"
 
 
+def test_chunk_sizes_per_kind_and_defaults_that_fit_a_lower_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunk = {"targetTokens": 120, "overlapTokens": 10, "documentTargetTokens": 90}
+    monkeypatch.setenv("SS_CONFIG_PATH", str(write_config(tmp_path / "a.json", {"chunk": chunk})))
+    settings = load_settings(os.environ)
+    assert (settings.target_tokens, settings.overlap_tokens) == (120, 10)
+    assert (settings.document_target_tokens, settings.document_overlap_tokens) == (90, 20)
+    # only the limit set: the defaults shrink under it instead of failing
+    limited = write_config(tmp_path / "b.json", {"chunk": {"hardTokenLimit": 30}})
+    monkeypatch.setenv("SS_CONFIG_PATH", str(limited))
+    settings = load_settings(os.environ)
+    assert (settings.target_tokens, settings.overlap_tokens) == (30, 29)
+    assert (settings.document_target_tokens, settings.document_overlap_tokens) == (30, 20)
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -100,6 +116,18 @@ def test_config_file_values_and_env_override(
         (
             {"chunk": {"documentOverlapTokens": -1}},
             "`chunk.documentOverlapTokens` must be between 0 and 199",
+        ),
+        (
+            {"chunk": {"documentTargetTokens": 255}},
+            "`chunk.documentTargetTokens` must be between 8 and 254",
+        ),
+        (
+            {"chunk": {"documentTargetTokens": 100, "documentOverlapTokens": 100}},
+            "`chunk.documentOverlapTokens` must be between 0 and 99",
+        ),
+        (
+            {"chunk": {"hardTokenLimit": 100, "targetTokens": 150}},
+            "`chunk.targetTokens` must be between 8 and 100",
         ),
         ({"maxFileSizeBytes": -1}, "`maxFileSizeBytes` must be >= 1"),
         ({"storeBackend": "postgres"}, "Unknown store backend 'postgres'"),

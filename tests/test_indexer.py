@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import signal
@@ -603,3 +604,16 @@ def test_documents_are_chunked_with_less_overlap_than_code(index: Index, tmp_pat
         assert max(shared) == overlap // 10, (rel, shared)
     assert settings.document_chunking.overlap_tokens == 20
     assert settings.chunking.overlap_tokens == 35
+
+
+def test_documents_and_code_have_their_own_chunk_size(settings: Settings, tmp_path: Path) -> None:
+    sizes = {"target_tokens": 120, "overlap_tokens": 0, "document_target_tokens": 60}
+    index = Index(dataclasses.replace(settings, **sizes), embedder=CountingEmbedder())
+    lines = "\n".join(f"line {n} of the text says something about item {n}" for n in range(400))
+    root = write_tree(tmp_path / "proj", {"notes.md": lines, "main.py": lines})
+    index.update([root])
+    rows = all_chunks(index)
+    # the hashed embedder's tokens are words: 10 a line
+    for rel, lines_per_chunk in (("notes.md", 6), ("main.py", 12)):
+        sizes = [r.end_line - r.start_line + 1 for r in rows if r.rel == rel]
+        assert max(sizes) == lines_per_chunk, (rel, sizes)

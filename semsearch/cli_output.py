@@ -79,10 +79,11 @@ def print_report(report: IndexReport) -> None:
             f"{folder.chunks} chunks written  {folder.seconds:.1f}s"
             + ("  (truncated by --max-files)" if folder.truncated else "")
         )
-    if report.chunks_embedded or report.chunks_pending:  # the second pass, after every folder
+    if report.chunks_embedded or report.chunks_pending or report.paths_embedded:  # second pass
         waiting = f", {report.chunks_pending} still waiting" if report.chunks_pending else ""
+        paths = f", {plural(report.paths_embedded, 'file path')}" if report.paths_embedded else ""
         print(
-            f"  vectors: {report.chunks_embedded} chunks embedded{waiting}"
+            f"  vectors: {report.chunks_embedded} chunks embedded{waiting}{paths}"
             f"  {report.seconds:.1f}s in all"
         )
     if len(report.folders) > 1:

@@ -201,7 +201,9 @@ class Index:
             store.maintain()
             pending = store.pending_count()
         seconds = time.monotonic() - started
-        return IndexReport(tuple(reports), seconds, indexer.embedded, pending)
+        return IndexReport(
+            tuple(reports), seconds, indexer.embedded, pending, indexer.paths_embedded
+        )
 
     def watch(
         self,

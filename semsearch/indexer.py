@@ -169,6 +169,7 @@ class Indexer:
         self._probe: tuple[str, np.ndarray[Any, Any]] | None = None  # text hash, its vector
         self._has_model = False  # the store has recorded this embedder's model
         self.embedded = 0  # chunk texts embedded by this indexer (rel paths not counted)
+        self.paths_embedded = 0  # rel paths of code files embedded (the path term's vectors)
 
     def embed_pending(self) -> int:
         """The second pass: embed the chunks of the index that have no vector; returns texts
@@ -202,6 +203,7 @@ class Indexer:
             embedded = self._embedder.embed([rels[at] for at in code]) if code else None
             if embedded is not None:
                 self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
+                self.paths_embedded += len(code)
             stored = self._store.model()
             if stored is None:
                 break  # documents only, and no model recorded to size their zero vectors

@@ -228,6 +228,7 @@ class IndexOutput(TypedDict):
     chunksWritten: int
     chunksEmbedded: int
     chunksPending: int
+    pathsEmbedded: int
     errors: int
     truncated: bool
     seconds: float

@@ -18,6 +18,7 @@ class IndexReport:
     seconds: float
     chunks_embedded: int = 0  # texts the model embedded (vectors reused or shared not counted)
     chunks_pending: int = 0  # chunks still without a vector after the run
+    paths_embedded: int = 0  # rel paths of code files the model embedded (the path term)
 
     @property
     def failed(self) -> bool:
@@ -38,6 +39,7 @@ class IndexReport:
             "chunksWritten": self.total("chunks"),
             "chunksEmbedded": self.chunks_embedded,
             "chunksPending": self.chunks_pending,
+            "pathsEmbedded": self.paths_embedded,
             "errors": sum(len(f.problems) for f in self.folders),
             "truncated": any(f.truncated for f in self.folders),
             "seconds": round(self.seconds, 3),

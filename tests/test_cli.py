@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -115,8 +116,22 @@ def test_summary_counts_the_vector_pass_and_the_whole_run_time(
     code, out, _ = run(capsys, "index", str(project))
     assert code == 0
     line = next(row for row in out.splitlines() if "vectors:" in row)
-    assert line.startswith("  vectors: 1 chunks embedded  ") and line.endswith("s in all")
+    assert line.startswith("  vectors: 1 chunks embedded, 1 file path  ")
+    assert line.endswith("s in all")
     assert "vectors:" not in run(capsys, "index", str(project))[1]  # nothing left to embed
+
+
+def test_summary_counts_a_run_that_only_embeds_paths(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    # an index upgraded from schema 3 has no path vectors: the run that makes them says so
+    assert run(capsys, "index", str(project))[0] == 0
+    with sqlite3.connect(load_settings(os.environ).store_path) as conn:
+        conn.execute("UPDATE files SET path_vector = NULL")
+    code, out, _ = run(capsys, "index", str(project))
+    assert code == 0
+    (line,) = [row for row in out.splitlines() if "vectors:" in row]
+    assert line.startswith("  vectors: 0 chunks embedded, 1 file path  ")
 
 
 def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: Path) -> None:

@@ -557,6 +557,7 @@ def test_pending_work_counts_path_vectors_not_made_yet(tmp_path: Path, hash_inde
     assert hash_index.pending_work([root]) == 3
     report = hash_index.update([root])
     assert (report.total("indexed"), report.chunks_embedded) == (0, 0)  # only the paths
+    assert report.paths_embedded == report.as_json()["pathsEmbedded"] == 2  # not c.md
     assert hash_index.pending_work([root]) == 0
     store = hash_index._open()
     code = [ref.id for ref in store.file_refs().values() if ref.rel.endswith(".py")]

@@ -29,6 +29,14 @@ from tests.conftest import write_tree
         (["process", "processes"], True),
         (["class", "classes"], True),
         (["parse", "parser", "parsing"], True),
+        (["serialized", "serializer", "serialization", "serializes", "serialize"], True),
+        (["formatter", "formatters", "formatting", "formatted", "format"], True),
+        (["validate", "validator", "validation", "validated"], True),
+        (["mapper", "mapping", "maps", "map"], True),
+        (["keys", "key"], True),
+        (["install", "installs", "installed"], True),  # ll stays doubled
+        (["bus", "bu"], False),  # a stem keeps three letters
+        (["valid", "value"], False),
     ],
 )
 def test_stem_words_meet_derived_forms(words: list[str], same: bool) -> None:

@@ -34,6 +34,8 @@ from tests.conftest import write_tree
         (["validate", "validator", "validation", "validated"], True),
         (["mapper", "mapping", "maps", "map"], True),
         (["keys", "key"], True),
+        (["dependencies", "dependency"], True),
+        (["queries", "query"], True),
         (["install", "installs", "installed"], True),  # ll stays doubled
         (["bus", "bu"], False),  # a stem keeps three letters
         (["valid", "value"], False),

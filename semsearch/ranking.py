@@ -5,9 +5,7 @@
   letter, ``_``, a digit, ``.`` or ``::`` in it, or is the whole query: plain lower-case words of
   a sentence ("how the router works") do not.
 - A file the query names is boosted: every word of its stem (``RetryMiddleware.php``,
-  ``client/session.py``) is a word of the query, compared singular and without common endings;
-  a file whose several-word stem the query names in part (``LineFormatter.php`` for "formatters"),
-  less, by the share of its words named.
+  ``client/session.py``) is a word of the query, compared singular and without common endings.
 - A chunk of imports and re-exports (``__init__.py``, ``index.js``) is lowered, so the
   definition wins over what passes it on.
 - Chunks of tests, examples, fixtures, benchmarks, vendored and generated files, and of private
@@ -51,11 +49,6 @@ FILE_DECAY = 0.3  # n-th chunk of one file x FILE_DECAY**(n-1); 0.4 before the f
 STEM_BOOST = 2.3  # 2.0 before the folder prior (RESULTS.md tuning log)
 STEM_NOTE = "file name in the query"
 STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
-# A file whose stem of two or more words the query names in part: x (1 + (PARTIAL_BOOST - 1) x
-# the share of its words named). 1.2 / 1.3 / 1.4 / 1.5 / 1.6: 46 repos 0.8827 → 0.8836 / 0.8836 /
-# 0.8840 / 0.8827 / 0.8825 (RESULTS.md tuning log).
-PARTIAL_BOOST = 1.3
-PARTIAL_NOTE = "part of the file name in the query"
 FOLDER_BOOST = 1.2  # 1.15: 0.8626, 1.2: 0.8629, 1.35: 0.8623 over the 46 repos (RESULTS.md)
 FOLDER_NOTE = "folder named in the query"
 FOLDER_DEPTH = 3  # the last folders of a path that count
@@ -298,9 +291,6 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
         words = len(file_name_words(rel))
         share = 1.0 if words > 1 else STEM_SINGLE_SHARE
         priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
-    elif PARTIAL_BOOST != 1.0 and len(name := file_name_words(rel)) > 1 and name & info.terms:
-        share = len(name & info.terms) / len(name)
-        priors.append((PARTIAL_NOTE, 1 + (PARTIAL_BOOST - 1) * share))
     if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
         priors.append((FOLDER_NOTE, FOLDER_BOOST))
     for label, lifted_by, factor in _path_kinds(rel):
@@ -373,16 +363,13 @@ def is_prose(rel: str) -> bool:
     return not extension or extension in PROSE_EXTENSIONS
 
 
-RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE, PARTIAL_NOTE, FOLDER_NOTE)  # priors that raise a score
+RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE, FOLDER_NOTE)  # the priors that raise a score
 
 
 def best_prior(raising: dict[str, float]) -> float:
     """The largest product of priors a result can have, given the largest factor of each raising
-    prior among the results (the path kinds and the file decay only lower a score). A chunk has
-    the file-name prior or its partial form, never both."""
-    named = max(raising.get(STEM_NOTE, 1.0), raising.get(PARTIAL_NOTE, 1.0))
-    others = (note for note in RAISING_NOTES if note not in (STEM_NOTE, PARTIAL_NOTE))
-    return named * math.prod(raising.get(note, 1.0) for note in others)
+    prior among the results (the path kinds and the file decay only lower a score)."""
+    return math.prod(raising.get(note, 1.0) for note in RAISING_NOTES)
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -92,19 +92,6 @@ def test_file_name_prior_is_named_and_graded_by_name_length() -> None:
     assert STEM_NOTE not in dict(chunk_priors("src/cache.py", "x = 1\n", info))
 
 
-def test_a_file_name_named_in_part_gets_the_share_named() -> None:
-    info = query_info("how formatters transform log records")
-    line = dict(chunk_priors("src/Formatter/LineFormatter.php", "x = 1\n", info))
-    assert line[ranking.PARTIAL_NOTE] == pytest.approx(1 + (ranking.PARTIAL_BOOST - 1) / 2)
-    record = dict(chunk_priors("src/LogRecordFormatter.php", "x = 1\n", info))  # 3 of 3 words
-    assert STEM_NOTE in record and ranking.PARTIAL_NOTE not in record
-    for rel in ("src/Formatter.php", "src/LineParser.php"):  # one word; no word named
-        assert ranking.PARTIAL_NOTE not in dict(chunk_priors(rel, "x = 1\n", info))
-    # one chunk has one form or the other: the ceiling takes the larger, not their product
-    both = {STEM_NOTE: ranking.STEM_BOOST, ranking.PARTIAL_NOTE: 1.15}
-    assert best_prior(both) == pytest.approx(ranking.STEM_BOOST)
-
-
 @pytest.mark.parametrize(
     ("rel", "words"),
     [

@@ -153,12 +153,7 @@ def test_test_file_loses_to_the_source_it_tests(tmp_path: Path, hash_index: Inde
     assert [h.rel for h in hits] == ["src/throttle.py", "tests/test_throttle.py"]
     assert hits[1].priors == ("test file x0.6",)
     asked = hash_index.search("tests for requests per second limits", k=2)
-    # asked for: no test-file prior; "tests" names half of `test_throttle`
-    partial = f"{ranking.PARTIAL_NOTE} x{1 + (ranking.PARTIAL_BOOST - 1) / 2:g}"
-    assert {hit.rel: hit.priors for hit in asked} == {
-        "src/throttle.py": (),
-        "tests/test_throttle.py": (partial,),
-    }
+    assert all(hit.priors == () for hit in asked)
 
 
 def test_more_chunks_of_one_file_get_diminishing_returns(tmp_path: Path, hash_index: Index) -> None:

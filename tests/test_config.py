@@ -25,7 +25,7 @@ def test_defaults_use_xdg_locations(isolated_env: Path) -> None:
     assert settings.index_path == isolated_env / ".local" / "share" / "semsearch" / "index.db"
     assert (settings.roots, settings.top_k, settings.hybrid, settings.rrf_k) == ((), 5, True, 20)
     assert (settings.target_tokens, settings.overlap_tokens, settings.hard_token_limit) == (
-        200,
+        240,
         35,
         254,
     )
@@ -112,7 +112,7 @@ def test_chunk_sizes_per_kind_and_defaults_that_fit_a_lower_limit(
         ({"defaultRoots": "/srv"}, "`defaultRoots` must be a list of strings"),
         ({"defaultRoots": [1]}, "`defaultRoots` must be a list of strings"),
         ({"chunk": {"hardTokenLimit": 300}}, "`chunk.hardTokenLimit` must be between 16 and 254"),
-        ({"chunk": {"overlapTokens": 200}}, "`chunk.overlapTokens` must be between 0 and 199"),
+        ({"chunk": {"overlapTokens": 240}}, "`chunk.overlapTokens` must be between 0 and 239"),
         (
             {"chunk": {"documentOverlapTokens": -1}},
             "`chunk.documentOverlapTokens` must be between 0 and 199",

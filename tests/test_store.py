@@ -115,11 +115,19 @@ def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path
     assert found == [(int(ids[0]), pytest.approx(1.0))]
 
 
-def test_a_vector_of_another_size_is_reported_as_damage(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE chunks SET vector = x'010203'",
+        # float16 rows with no recorded dimension: not guessed as float32 of half the size
+        "DELETE FROM meta WHERE key = 'dim'",
+    ],
+)
+def test_a_vector_of_another_size_is_reported_as_damage(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "bad.db"
     small_index(path, "a.md", ["alpha"])
     with sqlite3.connect(path) as bad:
-        bad.execute("UPDATE chunks SET vector = x'010203'")
+        bad.execute(damage)
     bad.close()
     store = SqliteStore(path)
     with pytest.raises(StoreError, match=r"damaged.*index --force"):

@@ -86,20 +86,20 @@ def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArra
         "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
         (min_id,),
     ).fetchall()
-    dim = read_dim(conn, len(rows[0][2]) // 4 if rows else 0)
+    dim = read_dim(conn, 0)  # rows without a recorded dimension: "damaged" below
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
     return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim)
 
 
-def vector_blobs(vectors: FloatArray) -> list[bytes]:
-    """Chunk vectors as stored: ``dim`` little-endian float16 values each (schema 5)."""
-    return [row.tobytes() for row in np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)]
-
-
 VECTOR_DTYPE = "<f2"  # float16 since schema 5: cosines move by ~1e-4, rankings did not move
 # ... and float32, what schema 4 and before wrote (such rows stay readable)
 VECTOR_DTYPES = (VECTOR_DTYPE, "<f4")
+
+
+def vector_blobs(vectors: FloatArray) -> list[bytes]:
+    """Chunk vectors as stored: ``dim`` little-endian float16 values each (schema 5)."""
+    return [row.tobytes() for row in np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)]
 
 
 def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> FloatArray:

@@ -438,6 +438,12 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     elif args.json:
         print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
     else:
+        if args.explain and embedder is not None and hits:
+            from semsearch.ranking import FRAME_NOTE, embedding_text
+
+            embedded = embedding_text(" ".join(args.query))
+            if embedded != " ".join(args.query):  # the question's framing words left out
+                print(f"{FRAME_NOTE}: {embedded}")
         print_hits(hits, args.explain)
     return EXIT_OK
 

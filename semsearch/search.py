@@ -42,6 +42,7 @@ from semsearch.ranking import (
     best_prior,
     chunk_priors,
     defines_queried,
+    embedding_text,
     file_lifted,
     is_prose,
     query_info,
@@ -173,7 +174,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     path_cosine: dict[int, float] = {}
     try:
         if use_vectors:
-            vector = embedder.embed_query(query)
+            vector = embedder.embed_query(embedding_text(query))
             nearest = store.nearest(vector, pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):

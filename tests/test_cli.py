@@ -150,6 +150,10 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
     explained = r"vector #1 \(path cosine 0\.\d\d\)  ·  bm25 #1  ·  definitions #1  ·  "
     assert re.search(explained + re.escape(defines), out), out
+    assert f"{ranking.FRAME_NOTE}:" not in out  # nothing left out of that query
+    framed = ["how", "is", "a", "failing", "call", "retried"]
+    code, out, _ = run(capsys, "search", *framed, "--explain")
+    assert out.splitlines()[0] == f"{ranking.FRAME_NOTE}: failing call retried"
     code, out, _ = run(capsys, "status")
     assert "files         1" in out and "chunks        1" in out and "0 changed since" in out
     (project / "new.md").write_text("fresh\n")

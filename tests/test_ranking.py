@@ -12,6 +12,7 @@ from semsearch.ranking import (
     STEM_NOTE,
     best_prior,
     chunk_priors,
+    embedding_text,
     file_name_words,
     names_file,
     query_info,
@@ -43,6 +44,22 @@ from tests.conftest import write_tree
 )
 def test_stem_words_meet_derived_forms(words: list[str], same: bool) -> None:
     assert (len(set(stem_words(words))) == 1) is same
+
+
+@pytest.mark.parametrize(
+    ("query", "embedded"),
+    [
+        ("how does the router resolve a route", "router resolve route"),
+        ("Where is the cache invalidated?", "cache invalidated?"),
+        ("how vitest discovers and runs test files", "vitest discovers and runs test files"),
+        ("conversion of a value to JSON", "conversion value JSON"),
+        ("is_active A.b do_work", "is_active A.b do_work"),  # identifiers stay whole
+        ("retry_with_backoff", "retry_with_backoff"),
+        ("what is the", "what is the"),  # nothing but framing: the query as typed
+    ],
+)
+def test_the_model_embeds_the_query_without_its_framing_words(query: str, embedded: str) -> None:
+    assert embedding_text(query) == embedded
 
 
 @pytest.mark.parametrize(

@@ -146,6 +146,10 @@ def explain(hit: Hit) -> str:
     parts = [vector, f"bm25 {rank(hit.lexical_rank)}"]
     if hit.definition_rank:
         parts.append(f"definitions #{hit.definition_rank}")
+    if hit.coherence:  # the file's best chunk: its share of the best fused score, added
+        from semsearch.ranking import COHERENCE_NOTE
+
+        parts.append(f"{COHERENCE_NOTE} +{hit.coherence:.2f}")
     parts.extend(hit.priors)
     return "     " + "  ·  ".join(parts)
 

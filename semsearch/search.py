@@ -2,10 +2,11 @@
 
 Scores: in ``hybrid`` and ``bm25`` modes a hit's score is its RRF sum divided by the best sum
 possible (a chunk ranked first by every arm scores 1.0), so scores are on one scale whichever
-arms matched; the ranking priors multiply it, and the reported score is then divided by the
-largest product of priors a result has (:func:`~semsearch.ranking.best_prior`: the definition
-boost when a result defines a queried symbol, else 1), so it stays in [0, 1] and the order is the
-priors' order. In ``vector`` mode the score is the cosine
+arms matched; in hybrid mode each file's best chunk then gains its file coherence share of the
+best fused score (:func:`~semsearch.ranking.file_coherence`); the ranking priors multiply it, and
+the reported score is then divided by the largest product of raising priors the results have
+(:func:`~semsearch.ranking.best_prior`, 1 + the largest coherence share among them), so it stays
+in [0, 1] and the order is the priors' order. In ``vector`` mode the score is the cosine
 similarity times the priors, not rescaled.
 """
 
@@ -29,7 +30,9 @@ from semsearch.lexical import LexicalQuery, lexical_query
 from semsearch.ranking import (
     CANDIDATES,
     CANDIDATES_PER_K,
+    COHERENCE_NOTE,
     DEFINITION_POOL,
+    FILE_COHERENCE,
     FILE_DECAY,
     FILE_VECTOR_WEIGHT,
     FILE_VECTOR_WHOLE,
@@ -43,6 +46,7 @@ from semsearch.ranking import (
     chunk_priors,
     defines_queried,
     embedding_text,
+    file_coherence,
     file_lifted,
     is_prose,
     query_info,
@@ -74,6 +78,7 @@ class Hit:
     priors: tuple[str, ...] = ()
     cosine_rank: int | None = None  # the chunk's own cosine rank, before the file lift
     path_cosine: float | None = None  # the query's cosine with the file's path vector
+    coherence: float | None = None  # file coherence: the share of the best fused score added
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
@@ -88,6 +93,7 @@ class Hit:
             "vectorRank": self.vector_rank,
             "cosineRank": self.cosine_rank,
             "pathCosine": None if self.path_cosine is None else round(self.path_cosine, 4),
+            "fileCoherence": None if self.coherence is None else round(self.coherence, 4),
             "bm25Rank": self.lexical_rank,
             "definitionRank": self.definition_rank,
             "priors": list(self.priors),
@@ -187,10 +193,15 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
     best_possible = len(used) / (options.rrf_k + 1)
     scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
+    shares: dict[int, float] = {}
+    if options.mode == "hybrid" and FILE_COHERENCE and scores:
+        shares = file_coherence(scores, store.chunk_files(list(scores)))
+        best = max(scores.values())
+        scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
-    hits, raising = _assemble(store, info, options.k, scores, shown, path_cosine)
+    hits, raising = _assemble(store, info, options.k, scores, shown, path_cosine, shares)
     ceiling = best_prior(raising)
     return [replace(hit, score=hit.score / ceiling) for hit in hits]
 
@@ -254,9 +265,11 @@ def _assemble(
     scores: dict[int, float],
     arms: dict[str, list[int]],
     path_cosine: dict[int, float] | None = None,
+    shares: dict[int, float] | None = None,
 ) -> tuple[list[Hit], dict[str, float]]:
     """The top k hits, and the largest factor of each raising prior among them
-    (``path_cosine``: file id → the path term's cosine, shown by ``--explain``)."""
+    (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id → its file
+    coherence share; both shown by ``--explain``)."""
     order = sorted(scores, key=lambda cid: -scores[cid])
     ranks = {
         name: {cid: rank for rank, cid in enumerate(ranking, start=1)}
@@ -266,7 +279,7 @@ def _assemble(
     for row in store.chunks(order[: max(k * CANDIDATES_PER_K, CANDIDATES)]):
         priors = chunk_priors(row.rel, row.text, info)
         candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
-    return _select(candidates, k, ranks, path_cosine or {})
+    return _select(candidates, k, ranks, path_cosine or {}, shares or {})
 
 
 def _select(
@@ -274,6 +287,7 @@ def _select(
     k: int,
     ranks: dict[str, dict[int, int]],
     path_cosine: dict[int, float],
+    shares: dict[int, float],
 ) -> tuple[list[Hit], dict[str, float]]:
     """Best first, skipping overlapping chunks; the n-th chunk of a file gets FILE_DECAY^(n-1).
 
@@ -297,12 +311,15 @@ def _select(
         for name, factor in priors:
             if name in RAISING_NOTES:
                 raising[name] = max(factor, raising.get(name, 1.0))
+        if row.id in shares:
+            raising[COHERENCE_NOTE] = max(1 + shares[row.id], raising.get(COHERENCE_NOTE, 1.0))
         notes = [f"{name} x{factor:g}" for name, factor in priors]
         if seen:
             notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
         row_ranks = {name: found.get(row.id) for name, found in ranks.items()}
         path = path_cosine.get(row.file_id)
-        hits.append(_hit(row, -negative, row_ranks, tuple(notes), path))
+        hit = _hit(row, -negative, row_ranks, tuple(notes), path)
+        hits.append(replace(hit, coherence=shares[row.id]) if row.id in shares else hit)
     return hits, raising
 
 

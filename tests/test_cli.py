@@ -142,13 +142,17 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     assert (hit["relPath"], hit["startLine"], hit["endLine"]) == ("retry.py", 1, 2)
     assert set(hit) >= {"filePath", "folder", "startLine", "endLine", "page", "score", "text"}
     assert hit["vectorRank"] == 1 and hit["cosineRank"] == 1  # one chunk: nothing to lift
+    assert hit["fileCoherence"] == ranking.FILE_COHERENCE  # the one file has the largest sum
     assert 0.0 < hit["pathCosine"] < 1.0  # a code file: the path term applies
     assert run(capsys, "search", "retry", "--files-only")[1] == f"{project / 'retry.py'}\n"
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--explain")
     defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+    # one file: it holds the largest sum of fused scores, so its chunk gains the whole share
+    coherence = f"{ranking.COHERENCE_NOTE} +{ranking.FILE_COHERENCE:.2f}  ·  "
     explained = r"vector #1 \(path cosine 0\.\d\d\)  ·  bm25 #1  ·  definitions #1  ·  "
+    explained += re.escape(coherence)
     assert re.search(explained + re.escape(defines), out), out
     assert f"{ranking.FRAME_NOTE}:" not in out  # nothing left out of that query
     framed = ["how", "is", "a", "failing", "call", "retried"]

@@ -13,6 +13,7 @@ from semsearch.ranking import (
     best_prior,
     chunk_priors,
     embedding_text,
+    file_coherence,
     file_name_words,
     names_file,
     query_info,
@@ -203,6 +204,15 @@ def test_whole_files_count_their_missing_candidates_as_zero() -> None:
 )
 def test_documents_are_told_from_code_by_extension(rel: str, prose: bool) -> None:
     assert ranking.is_prose(rel) is prose
+
+
+def test_file_coherence_goes_to_each_files_best_chunk_by_its_files_sum() -> None:
+    scores = {1: 0.5, 2: 0.4, 5: 0.3, 3: 0.9, 4: 0.2}
+    file_of = {1: 10, 2: 10, 5: 10, 3: 20}  # chunk 4 has no vector in memory: a file of its own
+    shares = file_coherence(scores, file_of)
+    largest = ranking.FILE_COHERENCE
+    assert shares == pytest.approx({1: largest, 3: largest * 0.9 / 1.2, 4: largest * 0.2 / 1.2})
+    assert file_coherence({}, {}) == {}
 
 
 def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:

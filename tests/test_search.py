@@ -284,8 +284,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
     ("hybrid", "compute_invoice_total"): [
         "billing/invoice.py:1",
         "billing/report.py:1",
+        "docs/guide.md:1",  # four chunks among the candidates: the file coherence
         "tests/test_invoice.py:1",
-        "docs/guide.md:1",
         "docs/retry.md:1",
         "net/retry.py:1",
         "src/parser.py:1",
@@ -304,8 +304,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
     ("hybrid", "RetryPolicy"): [
         "net/retry.py:1",
         "examples/retry_demo.py:1",
-        "docs/retry.md:1",
         "docs/guide.md:1",
+        "docs/retry.md:1",
         "billing/invoice.py:1",
         "net/_internal/_retry.py:1",
         "billing/report.py:1",
@@ -313,8 +313,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
     ],
     ("hybrid", "parse_header"): [
         "src/parser.py:1",
-        "billing/invoice.py:1",
         "docs/guide.md:1",
+        "billing/invoice.py:1",
         "billing/report.py:1",
         "docs/retry.md:1",
         "net/retry.py:1",
@@ -345,8 +345,8 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
         "billing/invoice.py:1",
         "tests/test_invoice.py:1",
         "billing/report.py:1",
-        "net/retry.py:1",
         "docs/guide.md:11",
+        "net/retry.py:1",
         "docs/retry.md:1",
         "examples/retry_demo.py:1",
         "src/parser.py:1",
@@ -515,6 +515,19 @@ def test_the_query_vector_leaves_out_the_framing_words(ranking_corpus: Index) ->
         embedder.embed_query("how is the header parsed") @ embedder.embed_query("header parsed")
         < 0.99
     )  # the embedder itself tells them apart
+
+
+def test_file_coherence_is_fused_in_hybrid_mode_only(ranking_corpus: Index) -> None:
+    for mode in ("vector", "bm25"):
+        hits = ranking_corpus.search("compute_invoice_total", k=8, mode=mode)  # type: ignore[arg-type]
+        assert hits and all(hit.coherence is None for hit in hits), mode
+    hits = ranking_corpus.search("compute_invoice_total", k=8)
+    given = [hit for hit in hits if hit.coherence is not None]
+    assert given and len({hit.rel for hit in given}) == len(given)  # one chunk per file at most
+    assert max(hit.coherence for hit in given) <= ranking.FILE_COHERENCE
+    for hit in given:
+        assert f"{ranking.COHERENCE_NOTE} +{hit.coherence:.2f}" in explain(hit)
+        assert hit.as_json()["fileCoherence"] == pytest.approx(hit.coherence, abs=1e-4)
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite"])

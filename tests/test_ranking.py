@@ -53,8 +53,9 @@ def test_stem_words_meet_derived_forms(words: list[str], same: bool) -> None:
         ("how does the router resolve a route", "router resolve route"),
         ("Where is the cache invalidated?", "cache invalidated?"),
         ("how vitest discovers and runs test files", "vitest discovers and runs test files"),
-        ("conversion of a value to JSON", "conversion value JSON"),
-        ("is_active A.b do_work", "is_active A.b do_work"),  # identifiers stay whole
+        ("what is the conversion of a value to JSON", "conversion value JSON"),
+        ("conversion of a value to JSON", "conversion of a value to JSON"),  # not a question
+        ("is the is_active A.b do_work", "is_active A.b do_work"),  # identifiers stay whole
         ("retry_with_backoff", "retry_with_backoff"),
         ("what is the", "what is the"),  # nothing but framing: the query as typed
     ],

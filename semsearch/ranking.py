@@ -152,10 +152,7 @@ _WORD_EDGES = "?.,!:;'\"()"
 # A query is a question when its first word is one of these; only a question loses its framing
 # words: a statement, such as a SciFact claim, is embedded as typed (code search scores the same
 # 0.8920 either way; SciFact's claims are statements).
-_QUESTION_WORDS_TEXT = (
-    "how what where when why which who does do did is are was were can could should would will"
-)
-_QUESTION_WORDS = frozenset(_QUESTION_WORDS_TEXT.split())
+_QUESTION_WORDS = FRAME_WORDS - frozenset(["be", "been", "the", "a", "an", "of", "in", "to"])
 
 
 def embedding_text(query: str) -> str:

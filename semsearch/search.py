@@ -178,13 +178,14 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     arms: dict[str, list[int]] = {}
     nearest: list[tuple[int, float]] = []
     path_cosine: dict[int, float] = {}
+    file_of: dict[int, int] = {}  # chunk id → file id, of the vector arm's chunks
     try:
         if use_vectors:
             vector = embedder.embed_query(embedding_text(query))
             nearest = store.nearest(vector, pool, allowed)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
-                arms["vector"], path_cosine = _file_lifted(store, vector, nearest, refs)
+                arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
     finally:
         if lexical is not None:
             arms.update(lexical.result())
@@ -195,7 +196,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
     shares: dict[int, float] = {}
     if options.mode == "hybrid" and FILE_COHERENCE and scores:
-        shares = file_coherence(scores, store.chunk_files(list(scores)))
+        # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
+        missing = [cid for cid in scores if cid not in file_of]
+        shares = file_coherence(scores, {**file_of, **store.chunk_files(missing)})
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
@@ -241,10 +244,11 @@ def _file_lifted(
     vector: np.ndarray[Any, Any],
     nearest: list[tuple[int, float]],
     refs: dict[int, FileRef],
-) -> tuple[list[int], dict[int, float]]:
+) -> tuple[list[int], dict[int, float], dict[int, int]]:
     """The vector arm ranked with the file lift and the path term (``ranking.file_lifted``),
-    and the path cosines used (code file id → cosine). Code files count their missing
-    candidates when ``FILE_VECTOR_WHOLE``; documents get no path term."""
+    the path cosines used (code file id → cosine) and the candidates' files (chunk id → file
+    id). Code files count their missing candidates when ``FILE_VECTOR_WHOLE``; documents get no
+    path term."""
     file_of = store.chunk_files([cid for cid, _ in nearest])
     code = {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
     path_cosine: dict[int, float] = {}
@@ -255,7 +259,7 @@ def _file_lifted(
             cosines = np.stack([paths[f] for f in found]) @ vector.astype(np.float32)
             path_cosine = dict(zip(found, cosines.tolist(), strict=True))
     lifted = file_lifted(nearest, file_of, code if FILE_VECTOR_WHOLE else (), path_cosine)
-    return lifted, path_cosine
+    return lifted, path_cosine, file_of
 
 
 def _assemble(

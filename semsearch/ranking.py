@@ -88,7 +88,8 @@ _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
     ),
     (
         "example",
-        re.compile(r"(^|/)(examples?|samples?|demos?|docs_src|tutorials?)/"),
+        # `_examples/`: Go's tools skip a folder named with a leading underscore (chi's examples)
+        re.compile(r"(^|/)_?(examples?|samples?|demos?|docs_src|tutorials?)/"),
         frozenset({"example", "examples", "sample", "demo", "tutorial"}),
         0.7,
     ),

@@ -155,6 +155,22 @@ def test_type_declarations_prior(rel: str, query: str, lowered: bool) -> None:
         assert priors["type declarations file"] == 0.8
 
 
+@pytest.mark.parametrize(
+    ("rel", "label"),
+    [
+        ("_examples/rest/main.go", "example file"),  # Go skips `_` folders: chi's examples
+        ("examples/client.py", "example file"),
+        ("pkg/_internal/_core.py", "private file"),
+        ("pkg/_utils.py", "private file"),
+        ("tests/test_client.py", "test file"),
+        ("src/client.py", None),
+    ],
+)
+def test_path_kind_labels(rel: str, label: str | None) -> None:
+    priors = [name for name, _ in chunk_priors(rel, "x = 1\n", query_info("how requests are sent"))]
+    assert priors == ([label] if label else [])
+
+
 def test_file_lift_prefers_a_file_whose_best_chunks_all_match() -> None:
     # file 1: one spike among weak chunks; file 2: three good chunks; file 3: one chunk alone
     nearest = [(10, 0.80), (20, 0.78), (21, 0.77), (22, 0.76), (30, 0.70), (11, 0.40), (12, 0.40)]

@@ -198,7 +198,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     if options.mode == "hybrid" and FILE_COHERENCE and scores:
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
-        shares = file_coherence(scores, {**file_of, **store.chunk_files(missing)})
+        owners = {**file_of, **store.chunk_files(missing)}
+        documents = {f for f in set(owners.values()) if f in refs and is_prose(refs[f].rel)}
+        shares = file_coherence(scores, owners, documents)
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is

@@ -232,6 +232,16 @@ def test_file_coherence_goes_to_each_files_best_chunk_by_its_files_sum() -> None
     assert file_coherence({}, {}) == {}
 
 
+def test_a_document_counts_its_best_chunk_and_a_code_file_its_sum() -> None:
+    scores = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.5, 5: 0.4, 6: 0.3, 7: 0.6}
+    file_of = {1: 10, 2: 10, 3: 10, 4: 20, 5: 20, 6: 20, 7: 30}  # 20 is a document
+    shares = file_coherence(scores, file_of, documents={20})
+    largest = ranking.FILE_COHERENCE
+    assert shares == pytest.approx({1: largest, 4: largest * 0.5 / 1.2, 7: largest * 0.6 / 1.2})
+    same = file_coherence(scores, file_of)  # as code, the two files of three chunks tie
+    assert same[1] == same[4] == pytest.approx(largest)
+
+
 def test_best_prior_is_the_product_of_the_largest_raising_factors() -> None:
     assert best_prior({}) == 1.0
     assert best_prior({ranking.DEFINES_NOTE: 1.5}) == 1.5

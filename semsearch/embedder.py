@@ -20,9 +20,8 @@ when the embedder is made) picks ``int8`` on x86-64 CPUs with VNNI (``avx512_vnn
 ``avx_vnni`` or ``amx_int8`` in /proc/cpuinfo), where it measured 1.6-1.8x faster within 0.005
 of fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8 model (issue 13)"), and
 ``fp32`` elsewhere (its speed on AVX2-only CPUs is not measured). The 7-bit weights keep the
-u8×s8 sums of the AVX2 kernel (VPMADDUBSW) from saturating, so an int8 index searched on an
-AVX2 CPU gets nearly the vectors it would on a VNNI one (cosine 0.9994 mean, 0.997 min,
-measured with the AVX2 kernels under valgrind; int8 to fp32 is 0.989).
+u8×s8 sums of the AVX2 kernel (VPMADDUBSW) from saturating: on AVX2 an int8 index's texts get
+vectors within cosine 0.997 of their VNNI ones (bench/avx2.py; int8 to fp32: 0.989).
 
 An existing index always wins: the index records the model id, and :meth:`Embedder.variant_for`
 hands search and incremental indexing the variant that built it — an index built with fp32

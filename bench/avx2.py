@@ -5,8 +5,9 @@
 
 valgrind's virtual CPU has AVX2 and no AVX-512 or VNNI, so onnxruntime picks its AVX2 kernels
 (the u8×s8 VPMADDUBSW path for int8) under it. The script embeds the first N chunks (900
-characters each) of the ``.py`` / ``.js`` / ``.go`` files of SRC with one thread, natively and
-under ``valgrind --tool=callgrind``, for both variants, and reports (1) the cosine between the
+characters each) of the ``.py`` / ``.js`` / ``.go`` files directly in SRC (path order, not its
+subfolders) with one thread, natively and under ``valgrind --tool=callgrind``, for both
+variants, and reports (1) the cosine between the
 native and the AVX2 int8 vectors: whether an int8 index searched on an AVX2 CPU sees the vectors
 it was built with, and (2) the instructions each variant executes for the N chunks (a run of one
 warm-up text subtracted): a proxy for the AVX2 speed ratio, not a time. Under callgrind a run of
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +31,10 @@ SUFFIXES = (".py", ".js", ".go")
 
 
 def texts_of(folder: Path, count: int) -> list[str]:
-    """The first ``count`` 900-character pieces of the folder's source files, in path order."""
+    """The first ``count`` 900-character pieces of the source files directly in the folder, in
+    path order."""
     texts: list[str] = []
-    for path in sorted(p for p in folder.rglob("*") if p.suffix in SUFFIXES and p.is_file()):
+    for path in sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file()):
         source = path.read_text(encoding="utf-8", errors="replace")
         texts.extend(source[i : i + 900] for i in range(0, len(source), 900))
         if len(texts) >= count:
@@ -68,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         variant, count, out = args.embed.split(":", 2)
         embed(variant, args.folder, int(count), Path(out))
         return 0
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind).")
+    if not args.folder.is_dir() or not texts_of(args.folder, 1):
+        raise SystemExit(f"No .py, .js or .go file directly in {args.folder}.")
     args.out.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, __file__, "--folder", str(args.folder), "--out", str(args.out)]
     counts: dict[str, int] = {}

@@ -244,44 +244,6 @@ def test_writer_lock_excludes_a_second_writer(tmp_path: Path) -> None:
         pass
 
 
-def test_words_in_half_the_rows_leave_the_bm25_query_but_not_its_order(
-    sqlite_store: SqliteStore,
-) -> None:
-    # FTS5's bm25() gives a phrase in at least half the rows an IDF of 1e-6. The query leaves
-    # it out; only when the other words fill fewer than `limit` rows does a second query rank
-    # the rows it alone matches after them, as the whole query did.
-    folder = sqlite_store.ensure_folder("/srv/a", "a")
-    texts = ["common alpha alpha", "common alpha beta", "common beta", "common common", "delta"]
-    sqlite_store.write_files([file_write(folder, "a.md", texts, dim=8)])
-    ids = dict(zip(texts, sqlite_store.chunk_ids().tolist(), strict=True))
-    conn = sqlite3.connect(sqlite_store.path)
-
-    def bm25_order(match: str) -> list[int]:
-        sql = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts)"
-        return [r[0] for r in conn.execute(sql, (match,))]
-
-    full = bm25_order('"common" OR "alpha"')
-    assert full[:2] == [ids["common alpha alpha"], ids["common alpha beta"]]
-    assert full[2] == ids["common common"]  # two "common": 2e-6 against 1e-6
-    for limit in (1, 2, 3, 10):
-        assert sqlite_store.lexical(words("common", "alpha"), limit, None) == full[:limit]
-    rows = sqlite_store._conn
-    statements: list[str] = []
-    rows.set_trace_callback(statements.append)
-    sqlite_store.lexical(words("common", "alpha"), 2, None)  # "alpha" fills the 2
-    ranked = [s for s in statements if "bm25(" in s]
-    assert len(ranked) == 1 and "common" not in ranked[0]
-    rows.set_trace_callback(None)
-    assert sqlite_store.lexical(words("common", "zebra"), 10, None) == bm25_order('"common"')
-    file_id = next(iter(sqlite_store.file_refs()))
-    assert sqlite_store.lexical(words("common", "alpha"), 10, [file_id]) == full
-    # Written rows change the counts: in 9 rows, 4 with "common" weigh again.
-    sqlite_store.write_files([file_write(folder, "b.md", ["x", "y", "z", "w"], dim=8)])
-    assert sqlite_store.lexical(words("common", "alpha"), 10, None) == bm25_order(
-        '"common" OR "alpha"'
-    )
-
-
 def test_terms_column_matches_path_and_split_identifiers(store: Store) -> None:
     folder = store.ensure_folder("/srv/a", "a")
     store.write_files([file_write(folder, "net/retryPolicy.ts", ["const parseHeaderLine = 1"])])

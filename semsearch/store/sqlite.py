@@ -68,7 +68,6 @@ from semsearch.store.base import (
 )
 from semsearch.store.lock import is_writable, read_only_message
 from semsearch.store.sqlite_rows import (
-    RowCounts,
     VectorReader,
     delete_files_where,
     move_files,
@@ -125,7 +124,6 @@ class SqliteStore:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
         self._reader: VectorReader | None = None  # opened by the first vector search
-        self._row_counts = RowCounts()  # of the lexical arm's alternatives
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -326,8 +324,10 @@ class SqliteStore:
 
     def chunk_texts(self, file_id: int) -> list[str]:
         """The texts of one file's stored chunks, in order."""
-        sql = "SELECT text FROM chunks WHERE file_id = ? ORDER BY ord"
-        return [text for (text,) in self._conn.execute(sql, (file_id,))]
+        rows = self._conn.execute(
+            "SELECT text FROM chunks WHERE file_id = ? ORDER BY ord", (file_id,)
+        )
+        return [text for (text,) in rows]
 
     def pending_texts(self, limit: int) -> list[tuple[str, str]]:
         """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
@@ -350,8 +350,9 @@ class SqliteStore:
 
     def pending_count(self) -> int:
         """Chunks still waiting for their vector."""
-        row = self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()
-        return int(row[0])
+        return int(
+            self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
+        )
 
     def pending_paths(self, limit: int) -> list[tuple[int, str]]:
         """(file id, rel) of ok files without a path vector ([] in a read-only version 3)."""
@@ -465,7 +466,7 @@ class SqliteStore:
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
     ) -> list[int]:
         """Chunk ids matching the query, best BM25 first, optionally within files."""
-        return read_lexical(self._conn, query, BM25_WEIGHTS, limit, file_ids, self._row_counts)
+        return read_lexical(self._conn, query.fts5(), BM25_WEIGHTS, limit, file_ids)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked."""

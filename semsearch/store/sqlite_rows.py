@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
 
 from semsearch.errors import StoreError
-from semsearch.lexical import LexicalQuery
 from semsearch.store.base import ChunkRow, FloatArray, IdArray
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite_schema import connect, has_column
@@ -198,88 +196,31 @@ def move_files(
     return int(moved)
 
 
-class RowCounts:
-    """How many FTS rows each lexical alternative matches, kept until the store's generation
-    changes; :meth:`split` sets apart the alternatives FTS5's ``bm25()`` gives no weight.
-
-    bm25() clamps the IDF of a phrase found in at least half the rows to 1e-6, so such a phrase
-    adds nothing to a row's score, yet bm25() still scores every row it matches: a query word in
-    6,000 of 10,000 chunks costs 6,000 scorings for an order the other words decide.
-    """
-
-    def __init__(self) -> None:
-        self._counts: tuple[int, int, dict[tuple[str, tuple[str, ...]], int]] = (-1, 0, {})
-
-    def split(
-        self, conn: sqlite3.Connection, query: LexicalQuery
-    ) -> tuple[LexicalQuery, LexicalQuery | None]:
-        """(the query without its alternatives that match at least half the rows, those
-        alternatives), or (the query, None) when there are none or the others match no row."""
-        if len(query.alternatives) < 2:
-            return query, None
-        generation = read_generation(conn)
-        if self._counts[0] != generation:
-            rows = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            self._counts = (generation, rows, {})
-        _, rows, counts = self._counts
-        kept, dropped, matched = [], [], 0
-        for alternative in query.alternatives:
-            key = (alternative, query.columns)
-            if key not in counts:
-                one = replace(query, alternatives=(alternative,)).fts5()
-                counts[key] = conn.execute(
-                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (one,)
-                ).fetchone()[0]
-            if 2 * counts[key] < rows:  # IDF log((rows - n + 0.5) / (n + 0.5)) > 0
-                kept.append(alternative)
-                matched += counts[key]
-            else:
-                dropped.append(alternative)
-        if not dropped or not matched:
-            return query, None
-        return replace(query, alternatives=tuple(kept)), replace(query, alternatives=tuple(dropped))
-
-
 def read_lexical(
     conn: sqlite3.Connection,
-    query: LexicalQuery,
+    match: str,
     weights: str,
     limit: int,
     file_ids: Sequence[int] | None,
-    counts: RowCounts,
 ) -> list[int]:
-    """Chunk ids matching a lexical query, best BM25 (column ``weights``) first, optionally
-    within files (through a temporary table of their ids).
-
-    The words in half the rows or more (``RowCounts``) are left out of the query; only when the
-    others match fewer than ``limit`` rows are the rows only they match ranked after them, as
-    bm25() ranked them with the whole query (~1e-6 each).
-    """
-    if file_ids is not None:
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
-        conn.execute("DELETE FROM temp.allowed")
-        conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
-    weighed, dropped = counts.split(conn, query)
-    found = _ranked(conn, weighed.fts5(), weights, limit, file_ids is not None)
-    if dropped is not None and len(found) < limit:
-        seen = set(found)
-        rest = _ranked(conn, dropped.fts5(), weights, limit, file_ids is not None)
-        found.extend([i for i in rest if i not in seen][: limit - len(found)])
-    return found
-
-
-def _ranked(
-    conn: sqlite3.Connection, match: str, weights: str, limit: int, within: bool
-) -> list[int]:
-    """Row ids of an FTS5 expression by bm25(), within ``temp.allowed``'s files if asked."""
-    if not within:
-        sql = "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-    else:
-        sql = (
-            "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
+    """Chunk ids matching an FTS5 query, best BM25 (column ``weights``) first, optionally
+    within files (through a temporary table of their ids)."""
+    if file_ids is None:
+        rows = conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+            f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
+            (match, limit),
         )
-    rows = conn.execute(f"{sql} ORDER BY bm25(chunks_fts, {weights}) LIMIT ?", (match, limit))
+        return [r[0] for r in rows]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.allowed")
+    conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
+    rows = conn.execute(
+        "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+        " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
+        f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
+        (match, limit),
+    )
     return [r[0] for r in rows]
 
 

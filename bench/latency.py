@@ -2,6 +2,7 @@
 
     python bench/latency.py --chunks 10000 [--chunks 100000] [--reuse-index]
     python bench/latency.py --backend lancedb --chunks 100000 --chunks 1000000
+    python bench/latency.py --index WORK/codebench-wide/code/vitest.db --queries QUERIES.jsonl
 
 The index is written directly through the store's ``write_files``: unit vectors, text of ~150
 words drawn with a Zipf-like law from the model's own vocabulary (so BM25 sees common and rare
@@ -15,6 +16,11 @@ MCP server does) after one warm-up query; cold latency is ``python -m semsearch 
 QUERY`` wall time as a user runs it, median of runs. With an ANN index, recall@10 is the share
 of the exact top 10 (numpy over all vectors) that the vector arm returns in its top 10, for 200
 held-out vectors drawn from the same mixture.
+
+With ``--index`` (repeatable) the warm searches run on an index built before, searched as it is
+(``bench/codesearch.py`` leaves one per repo, ``REPO.db``), with the ``query`` of each line of
+``--queries`` whose ``repo`` is the file's stem (every line when none is): the cost on real code,
+where few chunks match most words, beside the synthetic worst case.
 """
 
 # ruff: noqa: E402  (numpy must load after the thread setting below, as in the CLI)
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import time
 from importlib import resources
+from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
 
@@ -182,15 +189,19 @@ def queries(count: int, seed: int = 1) -> list[str]:
     return [source.text(source.rng.randint(2, 6)).replace("\n", " ") for _ in range(count)]
 
 
-def warm(settings_env: dict[str, str], mode: str) -> dict[str, float]:
-    """p50/p95 of ``Index.search`` (k=10) in one process, after one warm-up query."""
+def warm(
+    settings_env: dict[str, str], mode: str, asked: list[str] | None = None
+) -> dict[str, float]:
+    """p50/p95 of ``Index.search`` (k=10) in one process, after one warm-up query, over
+    WARM_QUERIES searches (``asked`` in turn when given, else the synthetic queries)."""
     index = Index(load_settings(settings_env))
     try:
         started = time.perf_counter()
         index.search("warm up", k=10, mode=mode)  # type: ignore[arg-type]
         first = time.perf_counter() - started
         times = []
-        for query in queries(WARM_QUERIES):
+        texts = asked or queries(WARM_QUERIES)
+        for query in islice(cycle(texts), max(WARM_QUERIES, len(texts))):
             started = time.perf_counter()
             index.search(query, k=10, mode=mode)  # type: ignore[arg-type]
             times.append(time.perf_counter() - started)
@@ -248,6 +259,27 @@ def measure(backend: str, chunks: int, reuse: bool) -> dict[str, Any]:
     return fig
 
 
+def measure_real(backend: str, index_path: Path, query_file: Path) -> dict[str, Any]:
+    """Warm searches of an existing index with its repo's queries from ``query_file``."""
+    if not index_path.exists():
+        raise SystemExit(f"No index at {index_path}.")
+    lines = [json.loads(line) for line in query_file.read_text().splitlines() if line.strip()]
+    asked = [q["query"] for q in lines if q.get("repo") == index_path.stem]
+    asked = asked or [q["query"] for q in lines]
+    if not asked:
+        raise SystemExit(f"No queries in {query_file}.")
+    env = {**bench_env(DEFAULT_WORK / "latency-real"), "SS_STORE_BACKEND": backend}
+    env["SS_INDEX_PATH"] = str(index_path)
+    store = open_store(backend, load_settings(env).store_path)
+    fig: dict[str, Any] = {"backend": backend, "index": str(index_path), "queries": len(asked)}
+    fig["chunks"], fig["index_bytes"] = store.chunk_count(), store.size_bytes()
+    store.close()
+    wait_for_quiet()
+    for mode in ("hybrid", "vector", "bm25"):
+        fig[mode] = warm(env, mode, asked)
+    return fig
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure each requested size and print a table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -261,7 +293,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=BACKENDS, default="sqlite", help="store backend")
     parser.add_argument("--reuse-index", action="store_true", help="keep an index built before")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--index", type=Path, action="append", metavar="DB", help="an existing index (repeatable)"
+    )
+    parser.add_argument("--queries", type=Path, metavar="JSONL", help="queries for --index")
     args = parser.parse_args(argv)
+    if args.index:
+        if args.queries is None or args.chunks:
+            parser.error("--index needs --queries, and takes no --chunks")
+        real = [measure_real(args.backend, db, args.queries) for db in args.index]
+        print(f"backend {args.backend}")
+        print(f"{'index':24} {'chunks':>7} {'mode':7} {'p50 ms':>7} {'p95 ms':>7}")
+        for fig in real:
+            for mode in ("hybrid", "vector", "bm25"):
+                m = fig[mode]
+                name = Path(fig["index"]).stem
+                print(f"{name:24} {fig['chunks']:7} {mode:7} {m['p50_ms']:7.2f} {m['p95_ms']:7.2f}")
+        write_json(args.json, {"machine": machine(), "results": real})
+        return 0
     results = [measure(args.backend, n, args.reuse_index) for n in args.chunks or [10_000]]
     print(f"backend {args.backend}")
     print(f"{'chunks':>8} {'mode':7} {'first ms':>9} {'p50 ms':>7} {'p95 ms':>7}")

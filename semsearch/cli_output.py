@@ -146,6 +146,8 @@ def explain(hit: Hit) -> str:
     parts = [vector, f"bm25 {rank(hit.lexical_rank)}"]
     if hit.definition_rank:
         parts.append(f"definitions #{hit.definition_rank}")
+    if hit.named_rank:  # the named-files arm: the file's name is in the query
+        parts.append(f"named file #{hit.named_rank}")
     if hit.coherence:  # the file's best chunk: its share of the best fused score, added
         from semsearch.ranking import COHERENCE_NOTE
 

@@ -27,6 +27,7 @@ from semsearch.config import DEFAULT_TOP_K, MODES, Mode
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.lexical import LexicalQuery, lexical_query
+from semsearch.named_files import named_files
 from semsearch.ranking import (
     CANDIDATES,
     CANDIDATES_PER_K,
@@ -36,6 +37,8 @@ from semsearch.ranking import (
     FILE_DECAY,
     FILE_VECTOR_WEIGHT,
     FILE_VECTOR_WHOLE,
+    NAMED_MAX,
+    NAMED_WEIGHT,
     PATH_WEIGHT,
     POOL_MIN,
     POOL_PER_K,
@@ -57,6 +60,8 @@ from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 # two threads at once (the caller waits for the result before touching the store again; the
 # store's vector arm, which runs meanwhile, reads through a connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
+_OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
+_ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class Hit:
     vector_rank: int | None = None
     lexical_rank: int | None = None
     definition_rank: int | None = None
+    named_rank: int | None = None  # the named-files arm's rank of the chunk (hybrid mode)
     priors: tuple[str, ...] = ()
     cosine_rank: int | None = None  # the chunk's own cosine rank, before the file lift
     path_cosine: float | None = None  # the query's cosine with the file's path vector
@@ -96,6 +102,7 @@ class Hit:
             "fileCoherence": None if self.coherence is None else round(self.coherence, 4),
             "bm25Rank": self.lexical_rank,
             "definitionRank": self.definition_rank,
+            "namedRank": self.named_rank,
             "priors": list(self.priors),
             "text": self.text,
         }
@@ -112,12 +119,15 @@ class SearchOptions:
     rrf_k: int = RRF_K
 
 
-def rrf(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
-    """Reciprocal Rank Fusion: each list adds 1 / (rrf_k + rank), rank from 1."""
+def rrf(
+    rankings: Sequence[Sequence[int]], rrf_k: int, weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Reciprocal Rank Fusion: each list adds weight / (rrf_k + rank), rank from 1 (weight 1
+    unless ``weights`` gives one per list)."""
     fused: dict[int, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         for rank, chunk_id in enumerate(ranking, start=1):
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (rrf_k + rank)
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (rrf_k + rank)
     return fused
 
 
@@ -186,14 +196,21 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
                 arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
+            if options.mode == "hybrid" and NAMED_WEIGHT:
+                arms["named"] = _named_arm(store, vector, refs, info, allowed)
     finally:
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
         return _assemble(store, info, options.k, dict(nearest), arms)[0]
-    used = [ranking for name, ranking in arms.items() if name != "definitions" or ranking]
-    best_possible = len(used) / (options.rrf_k + 1)
-    scores = {cid: s / best_possible for cid, s in rrf(used, options.rrf_k).items()}
+    # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
+    used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
+    weights = [_ARM_WEIGHTS.get(name, 1.0) for name in used]
+    best_possible = 0.0  # the sum of a chunk first in every arm, added as rrf() adds it
+    for weight in weights:
+        best_possible += weight / (options.rrf_k + 1)
+    fused = rrf(list(used.values()), options.rrf_k, weights)
+    scores = {cid: s / best_possible for cid, s in fused.items()}
     shares: dict[int, float] = {}
     if options.mode == "hybrid" and FILE_COHERENCE and scores:
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
@@ -220,6 +237,28 @@ def _lexical_arms(
     if info.names:
         arms["definitions"] = _definitions(store, info, file_ids)
     return arms
+
+
+def _named_arm(
+    store: Store,
+    vector: np.ndarray[Any, Any],
+    refs: dict[int, FileRef],
+    info: QueryInfo,
+    allowed: list[int] | None,
+) -> list[int]:
+    """The named-files arm: the best chunk by cosine of each file the query names
+    (:mod:`semsearch.named_files`), best first; empty when more than ``NAMED_MAX`` files are
+    named. A file none of whose chunks is among the ``POOL_MIN`` nearest of the named files'
+    chunks is left out."""
+    files = named_files(refs, info, allowed)
+    if not files or len(files) > NAMED_MAX:
+        return []
+    nearest = store.nearest(vector, POOL_MIN, files)
+    owners = store.chunk_files([cid for cid, _ in nearest])
+    best: dict[int, int] = {}  # file id → its nearest chunk, in the order first met
+    for cid, _ in nearest:
+        best.setdefault(owners.get(cid, -cid), cid)
+    return list(best.values())
 
 
 def _validate(query: str, options: SearchOptions) -> None:
@@ -362,6 +401,7 @@ def _hit(
         vector_rank=ranks.get("vector"),
         lexical_rank=ranks.get("bm25"),
         definition_rank=ranks.get("definitions"),
+        named_rank=ranks.get("named"),
         priors=priors,
         cosine_rank=ranks.get("cosine"),
         path_cosine=path_cosine,

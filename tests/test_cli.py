@@ -151,7 +151,9 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
     # one file: it holds the largest sum of fused scores, so its chunk gains the whole share
     coherence = f"{ranking.COHERENCE_NOTE} +{ranking.FILE_COHERENCE:.2f}  ·  "
+    # the query names retry.py (its stem is a part of the name): the named-files arm has it too
     explained = r"vector #1 \(path cosine 0\.\d\d\)  ·  bm25 #1  ·  definitions #1  ·  "
+    explained += r"named file #1  ·  "
     explained += re.escape(coherence)
     assert re.search(explained + re.escape(defines), out), out
     assert f"{ranking.FRAME_NOTE}:" not in out  # nothing left out of that query

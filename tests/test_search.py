@@ -279,7 +279,8 @@ RANKING_QUERIES = (
     "tests for compute_invoice_total",
 )
 # Computed on the code before the scores were rescaled (commit 38c1b6b), and again for the queries
-# the file-name prior and FILE_DECAY 0.4 reorder (issue 14): the rescaling must not move them.
+# the file-name prior, FILE_DECAY 0.4 and the named-files arm reorder (issue 14): the rescaling
+# must not move them.
 RANKING_ORDER: dict[tuple[str, str], list[str]] = {
     ("hybrid", "compute_invoice_total"): [
         "billing/invoice.py:1",
@@ -301,13 +302,13 @@ RANKING_ORDER: dict[tuple[str, str], list[str]] = {
         "billing/report.py:1",
         "src/parser.py:1",
     ],
-    ("hybrid", "RetryPolicy"): [
+    ("hybrid", "RetryPolicy"): [  # the files named `retry` rise with the named-files arm
         "net/retry.py:1",
-        "examples/retry_demo.py:1",
         "docs/retry.md:1",
+        "examples/retry_demo.py:1",
+        "net/_internal/_retry.py:1",
         "docs/guide.md:1",
         "billing/invoice.py:1",
-        "net/_internal/_retry.py:1",
         "billing/report.py:1",
         "src/parser.py:1",
     ],

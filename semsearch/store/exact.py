@@ -92,12 +92,21 @@ class ExactVectors:
         self.refresh()
         if not len(self.ids):
             return []
-        scores = self.matrix @ query.astype(np.float32)
-        if file_ids is not None:
+        vector = query.astype(np.float32)
+        if file_ids is None:
+            ids, scores = self.ids, self.matrix @ vector
+        else:
             allowed = np.fromiter(file_ids, dtype=np.int64, count=len(file_ids))
-            scores = np.where(np.isin(self.file_ids, allowed), scores, -np.inf)
+            rows = np.flatnonzero(np.isin(self.file_ids, allowed))
+            ids = self.ids[rows]
+            if len(rows) * 4 < len(self.ids):  # a few files: the product of their rows only
+                scores = self.matrix[rows] @ vector
+            else:  # most: one product, without copying the rows
+                scores = (self.matrix @ vector)[rows]
+            if not len(ids):
+                return []
         pool = min(pool, len(scores))
         best = np.argpartition(-scores, pool - 1)[:pool]
         best = best[np.argsort(-scores[best], kind="stable")]
         best = best[np.isfinite(scores[best])]
-        return [(int(self.ids[i]), float(scores[i])) for i in best]
+        return list(zip(ids[best].tolist(), scores[best].tolist(), strict=True))

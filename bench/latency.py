@@ -215,18 +215,23 @@ def warm(
 
 
 def cold(work: Path, index_path: Path, backend: str) -> dict[str, Any]:
-    """Median wall time of the CLI search, and of the bare import of the CLI module."""
+    """Median wall time of the CLI search, and of the bare import of the CLI module.
+
+    The children run in ``work``: ``python -m`` and ``-c`` put their working folder first on
+    the path, so run from another checkout they would time that checkout's code."""
     env = {**child_env(work), "SS_STORE_BACKEND": backend}
     search = [sys.executable, "-m", "semsearch", "--index", str(index_path), "search", "-k", "10"]
     runs = []
     for query in queries(COLD_RUNS, seed=2):
         started = time.perf_counter()
-        subprocess.run([*search, query], env=env, check=True, capture_output=True)
+        subprocess.run([*search, query], env=env, cwd=work, check=True, capture_output=True)
         runs.append(time.perf_counter() - started)
     imports = []
     for _ in range(3):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import semsearch.cli"], env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-c", "import semsearch.cli"], env=env, cwd=work, check=True
+        )
         imports.append(time.perf_counter() - started)
     return {
         "cli_median_s": median(runs),

@@ -67,6 +67,7 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.lock import is_writable, read_only_message
+from semsearch.store.sqlite_lexical import LexicalReader
 from semsearch.store.sqlite_rows import (
     VectorReader,
     delete_files_where,
@@ -74,7 +75,6 @@ from semsearch.store.sqlite_rows import (
     path_blob,
     read_chunks,
     read_generation,
-    read_lexical,
     read_pending_paths,
     read_stored_vectors,
     read_vector_ids,
@@ -124,6 +124,7 @@ class SqliteStore:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
         self._reader: VectorReader | None = None  # opened by the first vector search
+        self._lexical = LexicalReader(self._conn, self.generation)
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -466,7 +467,7 @@ class SqliteStore:
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
     ) -> list[int]:
         """Chunk ids matching the query, best BM25 first, optionally within files."""
-        return read_lexical(self._conn, query.fts5(), BM25_WEIGHTS, limit, file_ids)
+        return self._lexical.read(query, BM25_WEIGHTS, limit, file_ids)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked."""

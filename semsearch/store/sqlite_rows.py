@@ -196,34 +196,6 @@ def move_files(
     return int(moved)
 
 
-def read_lexical(
-    conn: sqlite3.Connection,
-    match: str,
-    weights: str,
-    limit: int,
-    file_ids: Sequence[int] | None,
-) -> list[int]:
-    """Chunk ids matching an FTS5 query, best BM25 (column ``weights``) first, optionally
-    within files (through a temporary table of their ids)."""
-    if file_ids is None:
-        rows = conn.execute(
-            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-            f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
-            (match, limit),
-        )
-        return [r[0] for r in rows]
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.allowed")
-    conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
-    rows = conn.execute(
-        "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-        " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
-        f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
-        (match, limit),
-    )
-    return [r[0] for r in rows]
-
-
 def read_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[ChunkRow]:
     """Stored chunks by id, in the order asked; unknown ids are left out."""
     if not ids:

@@ -4,6 +4,7 @@ index file, and the answers are those of the whole query."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,28 @@ from semsearch.store.sqlite import BM25_WEIGHTS, SqliteStore
 from semsearch.store.sqlite_lexical import LexicalReader, read_lexical
 from tests.test_store import file_write
 
+Built = tuple[SqliteStore, LexicalReader, sqlite3.Connection]
 
-def build(tmp_path: Path, texts: list[str]) -> SqliteStore:
-    store = SqliteStore(tmp_path / "index.db", create=True)
-    folder = store.ensure_folder("/srv/a", "a")
-    store.write_files([file_write(folder, f"f{n}.md", [text], 1) for n, text in enumerate(texts)])
-    return store
+
+@pytest.fixture
+def build(tmp_path: Path) -> Iterator[Callable[[list[str]], Built]]:
+    """An index of one-chunk files with these texts, and a reader on a connection of its own
+    (as the store's lexical worker has one); both closed after the test."""
+    opened: list[tuple[SqliteStore, sqlite3.Connection]] = []
+
+    def make(texts: list[str]) -> Built:
+        store = SqliteStore(tmp_path / "index.db", create=True)
+        folder = store.ensure_folder("/srv/a", "a")
+        writes = [file_write(folder, f"f{n}.md", [text], 1) for n, text in enumerate(texts)]
+        store.write_files(writes)
+        conn = sqlite3.connect(store.path)
+        opened.append((store, conn))
+        return store, LexicalReader(conn, store), conn
+
+    yield make
+    for store, conn in opened:
+        conn.close()
+        store.close()
 
 
 def corpus() -> list[str]:
@@ -29,67 +46,67 @@ def corpus() -> list[str]:
     return texts
 
 
-def reader_of(store: SqliteStore) -> tuple[LexicalReader, sqlite3.Connection]:
-    conn = sqlite3.connect(store.path)
-    return LexicalReader(conn, store.generation), conn
-
-
 def whole(conn: sqlite3.Connection, query: LexicalQuery, limit: int) -> list[int]:
     return read_lexical(conn, query.fts5(), BM25_WEIGHTS, limit, None)
 
 
-def test_a_word_of_half_the_rows_is_common_as_fts5_stems_it(tmp_path: Path) -> None:
+def traced(conn: sqlite3.Connection, ask: Callable[[], list[int]]) -> tuple[list[int], list[str]]:
+    """What ``ask`` found, and the ranking SQL statements it ran on the connection."""
+    asked: list[str] = []
+    conn.set_trace_callback(asked.append)
+    try:
+        found = ask()
+    finally:
+        conn.set_trace_callback(None)
+    return found, [sql for sql in asked if "ORDER BY bm25" in sql]
+
+
+def test_a_word_of_half_the_rows_is_common_as_fts5_stems_it(build: Callable[..., Built]) -> None:
     texts = [f"walks row{n}" for n in range(5)] + [f"other row{n}" for n in range(5, 10)]
     texts[9] = "rare other"
-    store = build(tmp_path, texts)
-    reader, _ = reader_of(store)
+    _, reader, _ = build(texts)
     assert reader.common(LexicalQuery(("walking", "rare"))) == ("walking",)  # walks, walking: walk
     assert reader.common(LexicalQuery(("other", "rare"))) == ("other",)  # 5 of 10: idf clamped
     assert reader.common(LexicalQuery(("row9", "rare"))) == ()
 
 
-def test_the_first_query_leaves_common_words_out_and_answers_as_the_whole(tmp_path: Path) -> None:
-    store = build(tmp_path, corpus())
-    reader, conn = reader_of(store)
+def test_the_first_query_leaves_common_words_out_and_answers_as_the_whole(
+    build: Callable[..., Built],
+) -> None:
+    store, reader, conn = build(corpus())
     query = LexicalQuery(("shared", "needle"))
     assert reader.common(query) == ("shared",)
-    asked: list[str] = []
-    conn.set_trace_callback(asked.append)
-    found = reader.read(query, BM25_WEIGHTS, 4, None)
-    conn.set_trace_callback(None)
-    assert [q for q in asked if "ORDER BY bm25" in q and '"shared"' in q] == []  # pruned only
+    found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 4, None))
+    assert len(ranked) == 1 and '"shared"' not in ranked[0]  # the first query sufficed
     assert found == whole(conn, query, 4)
     assert {row.text.split()[0] for row in store.chunks(found)} == {"needle"}
 
 
-def test_too_few_rows_without_them_asks_the_whole_query(tmp_path: Path) -> None:
-    store = build(tmp_path, corpus())
-    reader, conn = reader_of(store)
+def test_too_few_rows_without_them_asks_the_whole_query(build: Callable[..., Built]) -> None:
+    _, reader, conn = build(corpus())
     query = LexicalQuery(("shared", "needle"))
-    asked: list[str] = []
-    conn.set_trace_callback(asked.append)
-    found = reader.read(query, BM25_WEIGHTS, 20, None)  # 6 needles, then rows of "shared" only
-    conn.set_trace_callback(None)
-    assert found == whole(conn, query, 20)
-    assert len(found) == 20
-    ranked = [q for q in asked if "ORDER BY bm25" in q]  # 6 needles cannot fill 20: no first try
+    # 6 needles cannot fill 20: the whole query at once, no first try
+    found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 20, None))
     assert len(ranked) == 1 and '"shared"' in ranked[0]
+    assert found == whole(conn, query, 20)
+    assert len(found) == 20  # the needles, then rows of "shared" only
 
 
-def test_within_files_the_rows_are_those_files_rows(tmp_path: Path) -> None:
-    store = build(tmp_path, corpus())
-    reader, _ = reader_of(store)
+def test_a_short_first_answer_asks_the_whole_query(build: Callable[..., Built]) -> None:
+    store, reader, conn = build(corpus())
     ids = {ref.rel: ref.id for ref in store.file_refs().values()}
     allowed = [ids["f0.md"], ids["f5.md"], ids["f1.md"]]
-    found = reader.read(LexicalQuery(("shared", "needle")), BM25_WEIGHTS, 2, allowed)
+    query = LexicalQuery(("shared", "needle"))
+    found = reader.read(query, BM25_WEIGHTS, 2, allowed)  # the two needles of those files
     assert sorted(row.rel for row in store.chunks(found)) == ["f0.md", "f5.md"]
-    found = reader.read(LexicalQuery(("shared", "needle")), BM25_WEIGHTS, 3, allowed)
+    # 6 needles in the index, 2 in those files: the first query falls short of 3
+    found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 3, allowed))
+    assert len(ranked) == 2 and '"shared"' not in ranked[0] and '"shared"' in ranked[1]
     assert sorted(row.rel for row in store.chunks(found)) == ["f0.md", "f1.md", "f5.md"]
 
 
-def test_a_write_counts_again(tmp_path: Path) -> None:
-    store = build(tmp_path, corpus())
-    reader, _ = reader_of(store)
+def test_a_write_counts_again(build: Callable[..., Built]) -> None:
+    store, reader, _ = build(corpus())
     query = LexicalQuery(("shared", "needle"))
     assert reader.common(query) == ("shared",)
     folder = store.ensure_folder("/srv/a", "a")
@@ -98,25 +115,26 @@ def test_a_write_counts_again(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "query",
+    ("query", "common"),
     [
-        LexicalQuery(("shared",)),  # one alternative: nothing to rank it by without it
-        LexicalQuery(("shared", "filler3")),  # the other word rarer, so it is left out
-        LexicalQuery(("shared", "needle"), columns=("defines",)),  # other columns, other counts
+        (LexicalQuery(("shared",)), ()),  # one alternative: nothing would rank without it
+        (LexicalQuery(("shared", "filler3")), ("shared",)),  # filler3's 1 row cannot fill 10
+        (LexicalQuery(("shared", "needle"), columns=("defines",)), ()),  # other columns' counts
+        (LexicalQuery(("shared", "sharing")), ("shared", "sharing")),  # both "share": all common
     ],
 )
-def test_a_query_is_whole_when_nothing_else_would_rank(tmp_path: Path, query: LexicalQuery) -> None:
-    store = build(tmp_path, corpus())
-    reader, conn = reader_of(store)
-    expected = whole(conn, query, 10)
-    assert reader.read(query, BM25_WEIGHTS, 10, None) == expected
-    if len(query.alternatives) == 1 or query.columns != ("text", "terms", "defines"):
-        assert reader.common(query) == ()
+def test_a_query_is_asked_whole_when_nothing_else_would_rank(
+    build: Callable[..., Built], query: LexicalQuery, common: tuple[str, ...]
+) -> None:
+    _, reader, conn = build(corpus())
+    assert reader.common(query) == common
+    found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 10, None))
+    assert len(ranked) == 1
+    assert found == whole(conn, query, 10)
 
 
-def test_all_words_common_is_the_whole_query(tmp_path: Path) -> None:
-    store = build(tmp_path, corpus())
-    reader, conn = reader_of(store)
-    query = LexicalQuery(("shared", "sharing"))  # both stem to "share", in every row
-    assert reader.common(query) == ("shared", "sharing")
-    assert reader.read(query, BM25_WEIGHTS, 5, None) == whole(conn, query, 5)
+def test_an_empty_index_has_no_common_word(build: Callable[..., Built]) -> None:
+    _, reader, _ = build([])
+    query = LexicalQuery(("shared", "needle"))
+    assert reader.common(query) == ()
+    assert reader.read(query, BM25_WEIGHTS, 10, None) == []

@@ -124,7 +124,7 @@ class SqliteStore:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
         self._reader: VectorReader | None = None  # opened by the first vector search
-        self._lexical = LexicalReader(self._conn, self.generation)
+        self._lexical = LexicalReader(self._conn, self)
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]

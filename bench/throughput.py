@@ -7,7 +7,9 @@ Reports wall time as a user sees it (interpreter start, imports, model load, ind
 chunks, model tokens (special tokens included, clipped to the 256-token window), chunks/s and
 tokens/s of the index run, peak RSS of the child (``ru_maxrss`` from ``wait4``, plus a 0.1 s
 VmRSS sample curve), index size on disk per chunk, and the raw model speed: tokens/s of
-onnxruntime alone on a sample of the same chunk texts, sorted by length, at the best batch size.
+onnxruntime alone on a sample of the same chunk texts, sorted by length, at the best of batch
+sizes 4-32 and the pipeline's own token budget (``budget``), run as indexing runs the model (one
+batch per worker thread at once, each single-threaded).
 ``efficiency`` = pipeline tokens/s ÷ raw tokens/s.
 
 ``--variant`` picks the packaged model variant the index run uses (default: the embedder's CPU
@@ -26,6 +28,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -144,28 +147,32 @@ def raw_model_speed(
     ids: list[list[int]], settings_env: dict[str, str], variants: list[str]
 ) -> dict[str, dict[str, Any]]:
     """Tokens/s of session.run alone on length-sorted batches of a sample, per variant and batch
-    size; the variants take turns at each batch size so they see the same machine."""
+    size, run as indexing runs them (the indexing session, one batch per worker thread at once);
+    the variants take turns at each batch size so they see the same machine."""
     from semsearch.config import load_settings
     from semsearch.embedder import OnnxEmbedder, model_inputs
+    from semsearch.model_run import batches, indexing_workers
 
     model_dir = load_settings(settings_env).model_dir
-    # The session indexing uses, with its options.
-    sessions = {v: OnnxEmbedder(model_dir, variant=v)._load(spinning=True) for v in variants}
+    sessions = {v: OnnxEmbedder(model_dir, variant=v)._load(indexing=True) for v in variants}
+    workers = indexing_workers(os.cpu_count() or 1)
     sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)
     tokens = sum(len(x) for x in sample)
-    speeds: dict[str, dict[int, float]] = {v: {} for v in variants}
-    for size in RAW_BATCHES:
+    speeds: dict[str, dict[int | str, float]] = {v: {} for v in variants}
+    budgeted = batches(list(range(len(sample))), [len(x) for x in sample])
+    shapes: dict[int | str, list[list[list[int]]]] = {
+        size: [sample[start : start + size] for start in range(0, len(sample), size)]
+        for size in RAW_BATCHES
+    }
+    shapes["budget"] = [[sample[i] for i in group] for group in budgeted]
+    for size, batched in shapes.items():
         for _ in range(RAW_PASSES):
             for variant, session in sessions.items():
-                feeds = [
-                    model_inputs(session, sample[start : start + size])[0]
-                    for start in range(0, len(sample), size)
-                ]
+                feeds = [model_inputs(session, ids)[0] for ids in batched]
                 session.run(None, feeds[0])
                 wait_for_quiet(timeout=20)
                 started = time.perf_counter()
-                for feed in feeds:
-                    session.run(None, feed)
+                run_all(session, feeds[::-1], workers)
                 speed = tokens / (time.perf_counter() - started)
                 speeds[variant][size] = max(speeds[variant].get(size, 0.0), speed)
     figures = {}
@@ -176,8 +183,29 @@ def raw_model_speed(
             "raw_best_batch": best,
             "raw_by_batch": {k: round(v) for k, v in by_batch.items()},
             "raw_sample": len(sample),
+            "raw_workers": workers,
         }
     return figures
+
+
+def run_all(session: Any, feeds: list[dict[str, Any]], workers: int) -> None:
+    """Run every feed, ``workers`` at once, each thread taking the next feed when it is free."""
+    pending = iter(feeds)
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                feed = next(pending, None)
+            if feed is None:
+                return
+            session.run(None, feed)
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,7 +288,7 @@ def report(corpus: Path, fig: dict[str, Any]) -> None:
     if "raw_tokens_per_s" in fig:
         print(
             f"raw model         {fig['raw_tokens_per_s']:,.0f} tokens/s "
-            f"(batch {fig['raw_best_batch']}; "
+            f"(batch {fig['raw_best_batch']}, {fig['raw_workers']} at once; "
             f"{fig['raw_by_batch']})"
         )
         print(f"efficiency        {fig['efficiency']:.2f}")

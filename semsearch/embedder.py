@@ -42,7 +42,6 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from semsearch.chunking import MODEL_WINDOW
 from semsearch.errors import ModelError
 from semsearch.model_files import (
     DEFAULT_MODEL_NAME,
@@ -62,21 +61,24 @@ from semsearch.model_files import (
     sha256_of,
     variant_file,
 )
+from semsearch.model_run import (
+    clip,
+    embed_ids,
+    indexing_workers,
+    model_inputs,
+    pool_and_normalise,
+)
 from semsearch.wordpiece import Encoding, UnsupportedTokenizer, WordPiece
 
-# Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):
-# 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big batches spill
-# the caches and grow onnxruntime's arena). See bench/RESULTS.md.
-BATCH_TOKENS = 512
-MAX_BATCH = 64
-# Intra-op threads of the warm query session. The BM25 arm runs in parallel on the other core:
-# 10k-chunk hybrid p50 5.3 ms with 2 threads, 4.8 ms with 1 (bench/RESULTS.md).
-QUERY_THREADS = 1
+# Intra-op threads of a model run (but a one-shot query's). A warm query runs beside the BM25
+# arm on the other core (10k-chunk hybrid p50 5.3 ms with 2 threads, 4.8 ms with 1), and
+# indexing runs one batch per core at once (semsearch.model_run); so one session serves both.
+RUN_THREADS = 1
 
 FloatMatrix = np.ndarray[Any, np.dtype[np.float32]]
 
 # One ONNX session per (model file, threads) per process: the MCP server and tests reuse it.
-_SESSIONS: dict[tuple[str, int, bool, str], Any] = {}
+_SESSIONS: dict[tuple[str, int, str], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
@@ -174,12 +176,13 @@ def load_tokenizer(path: Path) -> Tokenizer:
     return cast(Tokenizer, tokenizer)
 
 
-def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic") -> Any:
-    """One shared session per (model, threads, spinning, optimisation level).
+def _session(model_file: Path, threads: int, level: str = "basic") -> Any:
+    """One shared session per (model, threads, optimisation level); its threads never spin.
 
-    Spinning worker threads make back-to-back batches ~6-10 % faster (indexing), but after a single
-    query they keep burning a core the search still needs (10k-chunk hybrid search: 8.0 ms p50
-    with spinning, 4.6 ms without; bench/RESULTS.md). Queries therefore get their own session.
+    Spinning worker threads made back-to-back batches ~6-10 % faster on one run at a time, but
+    after a single query they keep burning a core the search still needs (10k-chunk hybrid
+    search: 8.0 ms p50 with spinning, 4.6 ms without; bench/RESULTS.md). Indexing now runs one
+    single-threaded batch per core instead, so queries and indexing share a session.
 
     ``level``: ``basic`` (constant folding; measured fastest for the fp32 variant on 2 cores),
     ``extended`` (adds onnxruntime's fusions; the int8 variant needs them) or ``off``. ``off``
@@ -191,18 +194,18 @@ def _session(model_file: Path, threads: int, spinning: bool, level: str = "basic
     made on first use, weights mapped rather than copied, ~60 MiB less per session, 0.04 s to
     build) and ``off`` uses that copy when it exists, so a one-shot query then runs optimised.
     """
-    key = (str(model_file), threads, spinning, level)
+    key = (str(model_file), threads, level)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
-            session = _from_copy(model_file, threads, spinning, level)
+            session = _from_copy(model_file, threads, level)
             try:
-                _SESSIONS[key] = session or build_session(model_file, level, threads, spinning)
+                _SESSIONS[key] = session or build_session(model_file, level, threads)
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ModelError(f"Cannot load model {model_file}: {exc}") from exc
         return _SESSIONS[key]
 
 
-def _from_copy(model_file: Path, threads: int, spinning: bool, level: str) -> Any:
+def _from_copy(model_file: Path, threads: int, level: str) -> Any:
     """A session of the optimised copy of the model (``basic`` makes it if missing, ``off``
     only uses one that exists), or None: another level, no copy, or a damaged one (dropped)."""
     copy = (
@@ -211,7 +214,7 @@ def _from_copy(model_file: Path, threads: int, spinning: bool, level: str) -> An
     if copy is None:
         return None
     try:
-        return build_session(copy, "off", threads, spinning)
+        return build_session(copy, "off", threads)
     except Exception:  # a file of the copy truncated or deleted
         drop_copy(copy)
         return None
@@ -256,6 +259,7 @@ class OnnxEmbedder:
             self._expected_sha = None
             self._name = model_dir.name
         self._threads = threads or os.cpu_count() or 1
+        self._workers = indexing_workers(self._threads)
         self._one_shot = one_shot
         self._sessions: dict[bool, Any] = {}
         self._loader: threading.Thread | None = None
@@ -328,111 +332,44 @@ class OnnxEmbedder:
 
     def _load_quietly(self) -> None:
         with contextlib.suppress(ModelError):  # embed() loads again and raises it
-            self._load(spinning=False, from_loader=True)
+            self._load(indexing=False, from_loader=True)
 
-    def _load(self, spinning: bool, from_loader: bool = False) -> Any:
+    def _load(self, indexing: bool, from_loader: bool = False) -> Any:
         if self._loader is not None and not from_loader:
             self._loader.join()
             self._loader = None
-        if spinning not in self._sessions:
+        if indexing not in self._sessions:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
-            optimise = spinning or not self._one_shot
-            # A warm query runs beside the BM25 arm (another thread): one ONNX thread each.
-            threads = self._threads if spinning or not optimise else QUERY_THREADS
+            optimise = indexing or not self._one_shot
+            threads = RUN_THREADS if optimise else self._threads
             level = "basic"
             if self._variant is not None and self._variant.extended_optimisation:
                 level = "extended"
             elif not optimise:
                 level = "off"
-            self._sessions[spinning] = _session(self._model_file, threads, spinning, level)
-        return self._sessions[spinning]
+            self._sessions[indexing] = _session(self._model_file, threads, level)
+        return self._sessions[indexing]
 
     def embed_query(self, text: str) -> FloatMatrix:
-        """One query's unit vector, on the session whose threads sleep as soon as it is done."""
-        vector: FloatMatrix = self._embed([text], self._load(spinning=False))[0]
+        """One query's unit vector, from one single-threaded run."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=True)
+        vector: FloatMatrix = embed_ids(self._load(indexing=False), [clip(encoding.ids)])[0]
         return vector
 
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
         """Embed texts in length-sorted, token-budgeted batches; returns unit vectors.
 
-        Runs on the session whose threads spin between batches (indexing).
+        Runs one batch per core at once (:func:`~semsearch.model_run.embed_ids`), each on one
+        thread.
         """
-        return self._embed(texts, self._load(spinning=True))
-
-    def _embed(self, texts: Sequence[str], session: Any) -> FloatMatrix:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         if len(texts) == 1:  # encode_batch hands even one text to a thread pool: ~1.4 ms
             encodings = [self._tokenizer.encode(texts[0], add_special_tokens=True)]
         else:
             encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
-        id_lists = [_clip(enc.ids) for enc in encodings]
-        order = sorted(range(len(texts)), key=lambda i: len(id_lists[i]))
-        out: FloatMatrix | None = None
-        for batch in _batches(order, [len(ids) for ids in id_lists]):
-            vectors = _run(session, [id_lists[i] for i in batch])
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[batch] = vectors
-        assert out is not None
-        return out
-
-
-def _clip(ids: list[int]) -> list[int]:
-    """Truncate to the model window, keeping the final [SEP]."""
-    return ids if len(ids) <= MODEL_WINDOW else [*ids[: MODEL_WINDOW - 1], ids[-1]]
-
-
-def model_inputs(
-    session: Any, id_lists: Sequence[Sequence[int]]
-) -> tuple[dict[str, Any], np.ndarray[Any, Any]]:
-    """The padded batch a BERT-style session takes (ids, attention mask, token types, as far as
-    the model has those inputs), and the attention mask for pooling."""
-    width = max(len(ids) for ids in id_lists)
-    input_ids = np.zeros((len(id_lists), width), dtype=np.int64)
-    mask = np.zeros_like(input_ids)
-    for row, ids in enumerate(id_lists):
-        input_ids[row, : len(ids)] = ids
-        mask[row, : len(ids)] = 1
-    feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(mask)}
-    names = {inp.name for inp in session.get_inputs()}
-    return {name: value for name, value in feed.items() if name in names}, mask
-
-
-def _run(session: Any, id_lists: list[list[int]]) -> FloatMatrix:
-    feed, mask = model_inputs(session, id_lists)
-    try:
-        hidden = session.run(None, feed)[0]
-    except Exception as exc:  # onnxruntime raises its own untyped errors
-        raise ModelError(f"The model failed to run: {exc}") from exc
-    return pool_and_normalise(np.asarray(hidden, dtype=np.float32), mask)
-
-
-def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """Group indices (sorted by length) so each padded batch stays within the token budget."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index in order:
-        width = max(lengths[index], 1)
-        if current and (width * (len(current) + 1) > BATCH_TOKENS or len(current) >= MAX_BATCH):
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def pool_and_normalise(hidden: FloatMatrix, mask: np.ndarray[Any, Any]) -> FloatMatrix:
-    """Mean-pool token states over the attention mask, then L2-normalise each row."""
-    if hidden.ndim == 2:  # the model already pools
-        pooled = hidden
-    else:
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    unit: FloatMatrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
-    return unit
+        session = self._load(indexing=True)
+        return embed_ids(session, [clip(enc.ids) for enc in encodings], self._workers)
 
 
 _WORD = re.compile(r"\w+|[^\w\s]")

@@ -1,0 +1,127 @@
+"""Running the model on batches: budgets, order, and batches run on several threads at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from semsearch.embedder import OnnxEmbedder
+from semsearch.errors import ModelError
+from semsearch.model_run import (
+    BATCH_TOKENS,
+    MAX_WORKERS,
+    batches,
+    embed_ids,
+    indexing_workers,
+)
+
+
+class _Input:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class CountingSession:
+    """A stand-in for an onnxruntime session: a token's state is (its id, 1), padding's (0, 1),
+    so a text's pooled vector is known and differs from text to text; counts the runs and how
+    many overlapped."""
+
+    def __init__(self, fail_on_width: int | None = None, delay: float = 0.0) -> None:
+        self.fail_on_width = fail_on_width
+        self.delay = delay
+        self.runs = 0
+        self.running = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
+
+    def get_inputs(self) -> list[_Input]:
+        return [_Input("input_ids"), _Input("attention_mask")]
+
+    def run(self, outputs: Any, feed: dict[str, np.ndarray[Any, Any]]) -> list[Any]:
+        with self.lock:
+            self.runs += 1
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            time.sleep(self.delay)
+            ids = feed["input_ids"]
+            if ids.shape[1] == self.fail_on_width:
+                raise RuntimeError("bad batch")
+            return [np.stack([ids, np.ones_like(ids)], axis=2).astype(np.float32)]
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def _texts(count: int) -> list[list[int]]:
+    """Token id lists of assorted lengths (3 to 120), each text's ids all one value."""
+    return [[i + 1] * (3 + (i * 37) % 118) for i in range(count)]
+
+
+def _batch_count(texts: list[list[int]]) -> int:
+    lengths = [len(ids) for ids in texts]
+    return len(batches(sorted(range(len(texts)), key=lambda i: lengths[i]), lengths))
+
+
+def test_batches_stay_within_the_token_budget() -> None:
+    lengths = [len(ids) for ids in _texts(200)]
+    order = sorted(range(200), key=lambda i: lengths[i])
+    grouped = batches(order, lengths)
+    assert sorted(i for group in grouped for i in group) == list(range(200))
+    for group in grouped:
+        assert len(group) == 1 or max(lengths[i] for i in group) * len(group) <= BATCH_TOKENS
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_every_text_gets_its_own_vector_in_input_order(workers: int) -> None:
+    session = CountingSession()
+    texts = _texts(150)
+    vectors = embed_ids(session, texts, workers)
+    # Text k is id k + 1 throughout: (k + 1, 1) normalised. Pooling over padding would pull a
+    # short text's vector towards (0, 1).
+    ks = np.arange(1, 151, dtype=np.float32)
+    expected = np.stack([ks, np.ones_like(ks)], axis=1) / np.sqrt(ks**2 + 1)[:, None]
+    assert np.allclose(vectors, expected)
+    assert session.runs == _batch_count(texts)
+
+
+def test_batches_run_on_several_threads_at_once() -> None:
+    session = CountingSession(delay=0.01)
+    embed_ids(session, _texts(150), workers=2)
+    assert session.most_at_once == 2
+    serial = CountingSession(delay=0.001)
+    embed_ids(serial, _texts(150), workers=1)
+    assert serial.most_at_once == 1
+
+
+def test_a_failing_batch_is_a_model_error_and_stops_the_rest() -> None:
+    texts = _texts(400)
+    widths = [len(t) for t in texts]
+    session = CountingSession(fail_on_width=max(widths), delay=0.01)
+    with pytest.raises(ModelError, match="bad batch"):
+        embed_ids(session, texts, workers=2)  # the longest batch runs first, and fails
+    assert session.runs < _batch_count(texts) // 2
+
+
+def test_workers_follow_the_cores() -> None:
+    assert [indexing_workers(n) for n in (0, 1, 2, 4)] == [1, 1, 2, 4]
+    assert indexing_workers(256) == MAX_WORKERS
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_parallel_runs_give_the_vectors_of_serial_runs(variant: str) -> None:
+    embedder = OnnxEmbedder(variant=variant)
+    tokenizer_ids = [
+        embedder._tokenizer.encode(f"text number {i} " + "about caching " * (i % 40)).ids
+        for i in range(60)
+    ]
+    session = embedder._load(indexing=True)
+    serial = embed_ids(session, tokenizer_ids, workers=1)
+    parallel = embed_ids(session, tokenizer_ids, workers=2)
+    assert np.array_equal(serial, parallel)
+    # Indexing and warm queries share the session: a text's vector does not depend on the path.
+    assert embedder._load(indexing=False) is session

@@ -77,7 +77,8 @@ RUN_THREADS = 1
 
 FloatMatrix = np.ndarray[Any, np.dtype[np.float32]]
 
-# One ONNX session per (model file, threads) per process: the MCP server and tests reuse it.
+# One ONNX session per (model file, threads, level) per process: the MCP server and tests reuse
+# it, and an embedder's indexing and warm queries share it.
 _SESSIONS: dict[tuple[str, int, str], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
@@ -351,7 +352,7 @@ class OnnxEmbedder:
         return self._sessions[indexing]
 
     def embed_query(self, text: str) -> FloatMatrix:
-        """One query's unit vector, from one single-threaded run."""
+        """One query's unit vector: one run, on one thread (a one-shot process's on every core)."""
         encoding = self._tokenizer.encode(text, add_special_tokens=True)
         vector: FloatMatrix = embed_ids(self._load(indexing=False), [clip(encoding.ids)])[0]
         return vector

@@ -154,21 +154,24 @@ def raw_model_speed(
     from semsearch.model_run import batches, indexing_workers
 
     model_dir = load_settings(settings_env).model_dir
-    sessions = {v: OnnxEmbedder(model_dir, variant=v)._load(indexing=True) for v in variants}
+    embedders = {v: OnnxEmbedder(model_dir, variant=v) for v in variants}
+    sessions = {v: e._load(indexing=True) for v, e in embedders.items()}
     workers = indexing_workers(os.cpu_count() or 1)
     sample = sorted(random.Random(0).sample(ids, min(RAW_SAMPLE, len(ids))), key=len)
     tokens = sum(len(x) for x in sample)
+    order, lengths = list(range(len(sample))), [len(x) for x in sample]
     speeds: dict[str, dict[int | str, float]] = {v: {} for v in variants}
-    budgeted = batches(list(range(len(sample))), [len(x) for x in sample])
     shapes: dict[int | str, list[list[list[int]]]] = {
         size: [sample[start : start + size] for start in range(0, len(sample), size)]
         for size in RAW_BATCHES
     }
-    shapes["budget"] = [[sample[i] for i in group] for group in budgeted]
-    for size, batched in shapes.items():
+    for size in [*shapes, "budget"]:
         for _ in range(RAW_PASSES):
             for variant, session in sessions.items():
-                feeds = [model_inputs(session, ids)[0] for ids in batched]
+                if size == "budget":  # the variant's own token budget
+                    groups = batches(order, lengths, embedders[variant].batch_tokens)
+                    shapes[size] = [[sample[i] for i in group] for group in groups]
+                feeds = [model_inputs(session, ids)[0] for ids in shapes[size]]
                 session.run(None, feeds[0])
                 wait_for_quiet(timeout=20)
                 started = time.perf_counter()

@@ -62,6 +62,7 @@ from semsearch.model_files import (
     variant_file,
 )
 from semsearch.model_run import (
+    BATCH_TOKENS,
     clip,
     embed_ids,
     indexing_workers,
@@ -261,6 +262,8 @@ class OnnxEmbedder:
             self._name = model_dir.name
         self._threads = threads or os.cpu_count() or 1
         self._workers = indexing_workers(self._threads)
+        variant_budget = self._variant.batch_tokens if self._variant else None
+        self.batch_tokens = variant_budget or BATCH_TOKENS  # padded tokens per indexing call
         self._one_shot = one_shot
         self._sessions: dict[bool, Any] = {}
         self._loader: threading.Thread | None = None
@@ -370,7 +373,8 @@ class OnnxEmbedder:
         else:
             encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
         session = self._load(indexing=True)
-        return embed_ids(session, [clip(enc.ids) for enc in encodings], self._workers)
+        id_lists = [clip(enc.ids) for enc in encodings]
+        return embed_ids(session, id_lists, self._workers, self.batch_tokens)
 
 
 _WORD = re.compile(r"\w+|[^\w\s]")

@@ -49,6 +49,8 @@ class Variant:
     # The checksum in the model id: of the file that first made this variant's vectors, when a
     # later file gives the same vectors (None: this file's own).
     vectors_sha256: str | None = None
+    # Padded tokens per model call, when not model_run.BATCH_TOKENS.
+    batch_tokens: int | None = None
 
     @property
     def model_id(self) -> str:
@@ -58,7 +60,9 @@ class Variant:
 
 VARIANTS = {
     "fp32": Variant("fp32", DEFAULT_MODEL_NAME, DEFAULT_MODEL_SHA256, False),
-    "int8": Variant("int8", INT8_MODEL_NAME, INT8_MODEL_SHA256, True, INT8_VECTORS_SHA256),
+    "int8": Variant(
+        "int8", INT8_MODEL_NAME, INT8_MODEL_SHA256, True, INT8_VECTORS_SHA256, batch_tokens=512
+    ),
 }
 
 

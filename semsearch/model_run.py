@@ -19,10 +19,13 @@ import numpy as np
 from semsearch.chunking import MODEL_WINDOW
 from semsearch.errors import ModelError
 
-# Padded tokens per model call. Measured on 2 cores (requests sdist chunks, length-sorted):
-# 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big batches spill
-# the caches and grow onnxruntime's arena). See bench/RESULTS.md.
-BATCH_TOKENS = 512
+# Padded tokens per model call. One call at a time on 2 cores (requests sdist chunks,
+# length-sorted): 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big
+# batches spill the caches and grow onnxruntime's arena). Two calls at once: 256 and 512 index
+# at the same speed, and 256 keeps fp32's peak RSS at 280-290 MiB where 512 reached 325-335.
+# The int8 build keeps 512 (Variant.batch_tokens): its vectors depend on a call's companions
+# (one activation scale per call), and its benchmarks were measured at 512. bench/RESULTS.md.
+BATCH_TOKENS = 256
 MAX_BATCH = 64
 # Runs at once while indexing: one per core, up to this many (each holds its own activations;
 # measured on 2 cores only).
@@ -41,13 +44,13 @@ def clip(ids: list[int]) -> list[int]:
     return ids if len(ids) <= MODEL_WINDOW else [*ids[: MODEL_WINDOW - 1], ids[-1]]
 
 
-def batches(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """Group indices (sorted by length) so each padded batch stays within the token budget."""
+def batches(order: list[int], lengths: list[int], budget: int = BATCH_TOKENS) -> list[list[int]]:
+    """Group indices (sorted by length) so each padded batch stays within ``budget`` tokens."""
     grouped: list[list[int]] = []
     current: list[int] = []
     for index in order:
         width = max(lengths[index], 1)
-        if current and (width * (len(current) + 1) > BATCH_TOKENS or len(current) >= MAX_BATCH):
+        if current and (width * (len(current) + 1) > budget or len(current) >= MAX_BATCH):
             grouped.append(current)
             current = []
         current.append(index)
@@ -56,12 +59,14 @@ def batches(order: list[int], lengths: list[int]) -> list[list[int]]:
     return grouped
 
 
-def embed_ids(session: Any, id_lists: Sequence[list[int]], workers: int = 1) -> FloatMatrix:
-    """Unit vectors of texts given as token ids (already clipped), in input order, the batches
-    run on up to ``workers`` threads at once; the longest go first so no thread is left with a
-    long one at the end."""
+def embed_ids(
+    session: Any, id_lists: Sequence[list[int]], workers: int = 1, budget: int = BATCH_TOKENS
+) -> FloatMatrix:
+    """Unit vectors of texts given as token ids (already clipped), in input order, in calls of
+    at most ``budget`` padded tokens run on up to ``workers`` threads at once; the longest go
+    first so no thread is left with a long one at the end."""
     order = sorted(range(len(id_lists)), key=lambda i: len(id_lists[i]))
-    groups = batches(order, [len(ids) for ids in id_lists])
+    groups = batches(order, [len(ids) for ids in id_lists], budget)
     if workers <= 1 or len(groups) == 1:
         results = [run_batch(session, [id_lists[i] for i in group]) for group in groups]
     else:

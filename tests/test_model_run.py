@@ -139,3 +139,20 @@ def test_fp32_vectors_do_not_depend_on_the_token_budget() -> None:
     session = embedder._load(indexing=True)
     small, large = embed_ids(session, ids, 2, 128), embed_ids(session, ids, 2, 2048)
     assert (small * large).sum(axis=1).min() > 0.9999
+
+
+def test_queries_during_indexing_get_the_vectors_they_get_alone() -> None:
+    """The MCP server searches while it indexes: both use one session at once."""
+    embedder = OnnxEmbedder(variant="int8")
+    texts = [f"chunk {i} " + "retry the connection pool " * (i % 30) for i in range(120)]
+    query = "where is the connection retried"
+    alone, indexed_alone = embedder.embed_query(query), embedder.embed(texts)
+    result: list[np.ndarray[Any, Any]] = []
+    indexing = threading.Thread(target=lambda: result.append(embedder.embed(texts)))
+    indexing.start()
+    during = []
+    while indexing.is_alive() or not during:
+        during.append(embedder.embed_query(query))
+    indexing.join()
+    assert len(during) > 1 and all(np.array_equal(v, alone) for v in during)
+    assert np.array_equal(result[0], indexed_alone)

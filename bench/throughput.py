@@ -21,6 +21,7 @@ the variant that indexed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -28,8 +29,8 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,8 @@ def raw_model_speed(
                 session.run(None, feeds[0])
                 wait_for_quiet(timeout=20)
                 started = time.perf_counter()
-                run_all(session, feeds[::-1], workers)
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(functools.partial(session.run, None), feeds[::-1]))
                 speed = tokens / (time.perf_counter() - started)
                 speeds[variant][size] = max(speeds[variant].get(size, 0.0), speed)
     figures = {}
@@ -189,26 +191,6 @@ def raw_model_speed(
             "raw_workers": workers,
         }
     return figures
-
-
-def run_all(session: Any, feeds: list[dict[str, Any]], workers: int) -> None:
-    """Run every feed, ``workers`` at once, each thread taking the next feed when it is free."""
-    pending = iter(feeds)
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                feed = next(pending, None)
-            if feed is None:
-                return
-            session.run(None, feed)
-
-    threads = [threading.Thread(target=work) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -265,7 +265,7 @@ class OnnxEmbedder:
         variant_budget = self._variant.batch_tokens if self._variant else None
         self.batch_tokens = variant_budget or BATCH_TOKENS  # padded tokens per indexing call
         self._one_shot = one_shot
-        self._sessions: dict[bool, Any] = {}
+        self._sessions: dict[bool, Any] = {}  # by "optimised": see _load
         self._loader: threading.Thread | None = None
         self._model_id: str | None = None
         self._siblings: dict[str, OnnxEmbedder] = {}
@@ -324,7 +324,7 @@ class OnnxEmbedder:
         daemon: a process that exits while onnxruntime builds the session aborts ("terminate
         called without an active exception"), so exit waits for it; :meth:`close` waits too.
         """
-        if False not in self._sessions and self._loader is None:
+        if (not self._one_shot) not in self._sessions and self._loader is None:
             self._loader = threading.Thread(target=self._load_quietly, daemon=False)
             self._loader.start()
 
@@ -342,17 +342,19 @@ class OnnxEmbedder:
         if self._loader is not None and not from_loader:
             self._loader.join()
             self._loader = None
-        if indexing not in self._sessions:
+        # Indexing and warm queries run optimised on one thread (one session); only a one-shot
+        # process's query skips optimising and gets every core.
+        optimise = indexing or not self._one_shot
+        if optimise not in self._sessions:
             self.model_id  # noqa: B018 - verifies the checksum before the model is run
-            optimise = indexing or not self._one_shot
             threads = RUN_THREADS if optimise else self._threads
             level = "basic"
             if self._variant is not None and self._variant.extended_optimisation:
                 level = "extended"
             elif not optimise:
                 level = "off"
-            self._sessions[indexing] = _session(self._model_file, threads, level)
-        return self._sessions[indexing]
+            self._sessions[optimise] = _session(self._model_file, threads, level)
+        return self._sessions[optimise]
 
     def embed_query(self, text: str) -> FloatMatrix:
         """One query's unit vector: one run, on one thread (a one-shot process's on every core)."""

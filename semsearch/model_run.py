@@ -65,6 +65,8 @@ def embed_ids(
     """Unit vectors of texts given as token ids (already clipped), in input order, in calls of
     at most ``budget`` padded tokens run on up to ``workers`` threads at once; the longest go
     first so no thread is left with a long one at the end."""
+    if not id_lists:
+        return np.zeros((0, 0), dtype=np.float32)
     order = sorted(range(len(id_lists)), key=lambda i: len(id_lists[i]))
     groups = batches(order, [len(ids) for ids in id_lists], budget)
     if workers <= 1 or len(groups) == 1:

@@ -91,6 +91,12 @@ def test_every_text_gets_its_own_vector_in_input_order(workers: int) -> None:
     assert session.runs == _batch_count(texts)
 
 
+def test_no_texts_means_no_model_call() -> None:
+    session = CountingSession()
+    assert embed_ids(session, [], workers=2).shape == (0, 0)
+    assert session.runs == 0
+
+
 def test_batches_run_on_several_threads_at_once() -> None:
     session = CountingSession(delay=0.01)
     embed_ids(session, _texts(150), workers=2)

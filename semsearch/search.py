@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -202,7 +202,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
-        return _assemble(store, info, options.k, dict(nearest), arms)[0]
+        return _assemble(store, info, options.k, dict(nearest), arms, rescale=False)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
     used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
     weights = [_ARM_WEIGHTS.get(name, 1.0) for name in used]
@@ -223,9 +223,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
-    hits, raising = _assemble(store, info, options.k, scores, shown, path_cosine, shares)
-    ceiling = best_prior(raising)
-    return [replace(hit, score=hit.score / ceiling) for hit in hits]
+    return _assemble(store, info, options.k, scores, shown, path_cosine, shares)
 
 
 def _lexical_arms(
@@ -311,46 +309,57 @@ def _assemble(
     arms: dict[str, list[int]],
     path_cosine: dict[int, float] | None = None,
     shares: dict[int, float] | None = None,
-) -> tuple[list[Hit], dict[str, float]]:
-    """The top k hits, and the largest factor of each raising prior among them
-    (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id → its file
-    coherence share; both shown by ``--explain``)."""
+    rescale: bool = True,
+) -> list[Hit]:
+    """The top k hits (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id →
+    its file coherence share; both shown by ``--explain``); with ``rescale``, each score is
+    divided by the largest product of raising priors among them (:func:`best_prior`)."""
     order = sorted(scores, key=lambda cid: -scores[cid])
-    ranks = {
-        name: {cid: rank for rank, cid in enumerate(ranking, start=1)}
-        for name, ranking in arms.items()
-    }
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]] = []
     for row in store.chunks(order[: max(k * CANDIDATES_PER_K, CANDIDATES)]):
         priors = chunk_priors(row.rel, row.text, info)
         candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
-    return _select(candidates, k, ranks, path_cosine or {}, shares or {})
+    shares = shares or {}
+    picked, raising = _select(candidates, k, shares)
+    ceiling = best_prior(raising) if rescale else 1.0
+    ranks = {name: {cid: at for at, cid in enumerate(ranked, 1)} for name, ranked in arms.items()}
+    path_cosine = path_cosine or {}
+    return [
+        _hit(
+            row,
+            score / ceiling,
+            {name: found.get(row.id) for name, found in ranks.items()},
+            notes,
+            path_cosine.get(row.file_id),
+            shares.get(row.id),
+        )
+        for score, row, notes in picked
+    ]
 
 
 def _select(
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
     k: int,
-    ranks: dict[str, dict[int, int]],
-    path_cosine: dict[int, float],
     shares: dict[int, float],
-) -> tuple[list[Hit], dict[str, float]]:
-    """Best first, skipping overlapping chunks; the n-th chunk of a file gets FILE_DECAY^(n-1).
+) -> tuple[list[tuple[float, ChunkRow, tuple[str, ...]]], dict[str, float]]:
+    """The best k candidates as (score, row, notes), skipping overlapping chunks, the n-th chunk
+    of a file with FILE_DECAY^(n-1); and the largest factor of each raising prior among them.
 
     The decay only lowers scores, so a lazy max-heap gives the exact greedy order.
     """
     heap = [(-score, order, 0) for order, (score, _, _) in enumerate(candidates)]
     heapq.heapify(heap)
     per_file: dict[tuple[str, str], int] = {}
-    hits: list[Hit] = []
+    picked: list[tuple[float, ChunkRow, tuple[str, ...]]] = []
     raising: dict[str, float] = {}
-    while heap and len(hits) < k:
+    while heap and len(picked) < k:
         negative, order, applied = heapq.heappop(heap)
         score, row, priors = candidates[order]
         seen = per_file.get((row.folder_path, row.rel), 0)
         if seen != applied:
             heapq.heappush(heap, (-score * FILE_DECAY**seen, order, seen))
             continue
-        if _overlaps(row, hits):
+        if _overlaps(row, [chosen for _, chosen, _ in picked]):
             continue
         per_file[(row.folder_path, row.rel)] = seen + 1
         for name, factor in priors:
@@ -361,17 +370,14 @@ def _select(
         notes = [f"{name} x{factor:g}" for name, factor in priors]
         if seen:
             notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
-        row_ranks = {name: found.get(row.id) for name, found in ranks.items()}
-        path = path_cosine.get(row.file_id)
-        hit = _hit(row, -negative, row_ranks, tuple(notes), path)
-        hits.append(replace(hit, coherence=shares[row.id]) if row.id in shares else hit)
-    return hits, raising
+        picked.append((-negative, row, tuple(notes)))
+    return picked, raising
 
 
-def _overlaps(row: ChunkRow, hits: list[Hit]) -> bool:
+def _overlaps(row: ChunkRow, shown: list[ChunkRow]) -> bool:
     """True when at least half of the chunk's lines are already shown by a better hit."""
     span = row.end_line - row.start_line + 1
-    for hit in hits:
+    for hit in shown:
         if hit.folder_path != row.folder_path or hit.rel != row.rel or hit.page != row.page:
             continue
         shared = min(hit.end_line, row.end_line) - max(hit.start_line, row.start_line) + 1
@@ -385,7 +391,8 @@ def _hit(
     score: float,
     ranks: dict[str, int | None],
     priors: tuple[str, ...],
-    path_cosine: float | None = None,
+    path_cosine: float | None,
+    coherence: float | None,
 ) -> Hit:
     path = row.folder_path.rstrip("/") + "/" + row.rel
     return Hit(
@@ -405,4 +412,5 @@ def _hit(
         priors=priors,
         cosine_rank=ranks.get("cosine"),
         path_cosine=path_cosine,
+        coherence=coherence,
     )

@@ -216,7 +216,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
         owners = {**file_of, **store.chunk_files(missing)}
-        documents = {f for f in set(owners.values()) if f in refs and is_prose(refs[f].rel)}
+        documents = set(owners.values()) & _documents(refs)
         shares = file_coherence(scores, owners, documents)
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
@@ -278,6 +278,19 @@ def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> l
     return [row.id for row in rows if defines_queried(row.rel, row.text, info)]
 
 
+_DOCUMENTS: list[tuple[dict[int, FileRef], frozenset[int]]] = []  # the last refs, their documents
+
+
+def _documents(refs: dict[int, FileRef]) -> frozenset[int]:
+    """The ids of the documents (``ranking.is_prose``) among ``refs``, found once per refs dict:
+    the store hands out the same dict until the index changes."""
+    known = _DOCUMENTS[0] if _DOCUMENTS else None
+    if known is None or known[0] is not refs:
+        known = (refs, frozenset(f for f, ref in refs.items() if is_prose(ref.rel)))
+        _DOCUMENTS[:] = [known]  # one entry, replaced whole: safe beside another search
+    return known[1]
+
+
 def _file_lifted(
     store: Store,
     vector: np.ndarray[Any, Any],
@@ -289,7 +302,7 @@ def _file_lifted(
     id). Code files count their missing candidates when ``FILE_VECTOR_WHOLE``; documents get no
     path term."""
     file_of = store.chunk_files([cid for cid, _ in nearest])
-    code = {f for f in set(file_of.values()) if f in refs and not is_prose(refs[f].rel)}
+    code = (set(file_of.values()) & refs.keys()) - _documents(refs)
     path_cosine: dict[int, float] = {}
     if PATH_WEIGHT and code:
         paths = store.path_vectors(sorted(code))

@@ -75,12 +75,11 @@ class Int8Scan:
         low = np.rint(rest / low_scale)
         left = float(np.linalg.norm(rest - low * low_scale))
         feed = (np.stack([high, low]) + (QUERY_LEVEL + 1)).astype(np.uint8)
-        sums = self._session.run(None, {"q": feed})[0]
-        approx = (sums[0] * high_scale + sums[1] * low_scale) * self.scale
-        bound = self.error * float(np.linalg.norm(query)) + self.norm * left + SLACK
+        sums = self._session.run(None, {"q": feed})[0].astype(np.float32)
+        approx = (sums[0] * np.float32(high_scale) + sums[1] * np.float32(low_scale)) * self.scale
+        bound = self.error * np.float32(np.linalg.norm(query)) + self.norm * np.float32(left)
         approx[self.excluded] = -np.inf
-        return approx.astype(np.float32), bound.astype(np.float32)
-
+        return approx, bound + np.float32(SLACK)
 
 
 class VectorScan:
@@ -120,10 +119,12 @@ class VectorScan:
         ``pool`` rows nearest the query (among ``allowed`` rows when given); all of them when
         there are no more than ``pool``."""
         held, scanned, added = self._rows(ids)
-        approx = np.full(len(ids), -np.inf, dtype=np.float32)
-        bound = np.full(len(ids), SLACK, dtype=np.float32)
-        found, error = self.scan.bounds(query)
-        approx[held], bound[held] = found[scanned], error[scanned]
+        approx, bound = self.scan.bounds(query)
+        if len(held) < len(self.ids) or len(added):  # the rows are not the scan's rows
+            found, error = approx, bound
+            approx = np.full(len(ids), -np.inf, dtype=np.float32)
+            bound = np.full(len(ids), SLACK, dtype=np.float32)
+            approx[held], bound[held] = found[scanned], error[scanned]
         if len(added):
             exact = matrix[added] @ query
             approx[added] = np.where(np.isfinite(exact), exact, -np.inf)

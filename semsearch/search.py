@@ -60,8 +60,15 @@ from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 # two threads at once (the caller waits for the result before touching the store again; the
 # store's vector arm, which runs meanwhile, reads through a connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
+# While the lexical worker runs, the search reads the rows of the vector arm's best chunks: up to
+# READ_AHEAD of them, READ_AHEAD_STEP at a time (a step takes ~0.1 ms), stopping when it is done.
+READ_AHEAD = 40
+READ_AHEAD_STEP = 10
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
 _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
+
+
+Candidate = tuple[ChunkRow, list[tuple[str, float]]]  # a chunk's row and the priors it gets
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     nearest: list[tuple[int, float]] = []
     path_cosine: dict[int, float] = {}
     file_of: dict[int, int] = {}  # chunk id → file id, of the vector arm's chunks
+    known: dict[int, Candidate] = {}  # rows read while the lexical arm ran, with their priors
     try:
         if use_vectors:
             vector = embedder.embed_query(embedding_text(query))
@@ -198,6 +206,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
                 arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
             if options.mode == "hybrid" and NAMED_WEIGHT:
                 arms["named"] = _named_arm(store, vector, refs, info, allowed)
+            if lexical is not None:
+                known = _read_ahead(store, arms["vector"], info, lexical)
     finally:
         if lexical is not None:
             arms.update(lexical.result())
@@ -223,7 +233,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
-    return _assemble(store, info, options.k, scores, shown, path_cosine, shares)
+    return _assemble(store, info, options.k, scores, shown, path_cosine, shares, known=known)
 
 
 def _lexical_arms(
@@ -323,15 +333,25 @@ def _assemble(
     path_cosine: dict[int, float] | None = None,
     shares: dict[int, float] | None = None,
     rescale: bool = True,
+    known: dict[int, Candidate] | None = None,
 ) -> list[Hit]:
     """The top k hits (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id →
     its file coherence share; both shown by ``--explain``); with ``rescale``, each score is
-    divided by the largest product of raising priors among them (:func:`best_prior`)."""
-    order = sorted(scores, key=lambda cid: -scores[cid])
+    divided by the largest product of raising priors among them (:func:`best_prior`).
+    ``known``: candidates read already (:func:`_read_ahead`), not read again."""
+    order = sorted(scores, key=lambda cid: -scores[cid])[: max(k * CANDIDATES_PER_K, CANDIDATES)]
+    known = known or {}
+    read = {row.id: row for row in store.chunks([cid for cid in order if cid not in known])}
     candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]] = []
-    for row in store.chunks(order[: max(k * CANDIDATES_PER_K, CANDIDATES)]):
-        priors = chunk_priors(row.rel, row.text, info)
-        candidates.append((scores[row.id] * math.prod(f for _, f in priors), row, priors))
+    for cid in order:
+        if cid in known:
+            row, priors = known[cid]
+        elif cid in read:
+            row = read[cid]
+            priors = chunk_priors(row.rel, row.text, info)
+        else:  # gone since it was ranked
+            continue
+        candidates.append((scores[cid] * math.prod(f for _, f in priors), row, priors))
     shares = shares or {}
     picked, raising = _select(candidates, k, shares)
     ceiling = best_prior(raising) if rescale else 1.0
@@ -348,6 +368,21 @@ def _assemble(
         )
         for score, row, notes in picked
     ]
+
+
+def _read_ahead(
+    store: Store, ranked: list[int], info: QueryInfo, lexical: Future[Any]
+) -> dict[int, Candidate]:
+    """The rows and priors of the vector arm's best chunks (``ranked``), read a few at a time
+    while the lexical arm is still running: most of them are among the candidates
+    :func:`_assemble` needs, which then reads only the others."""
+    known: dict[int, Candidate] = {}
+    for start in range(0, READ_AHEAD, READ_AHEAD_STEP):
+        if lexical.done():
+            break
+        for row in store.chunks(ranked[start : start + READ_AHEAD_STEP]):
+            known[row.id] = (row, chunk_priors(row.rel, row.text, info))
+    return known
 
 
 def _select(

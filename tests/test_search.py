@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -14,7 +17,8 @@ from semsearch.config import Settings
 from semsearch.embedder import HashEmbedder
 from semsearch.errors import UsageError
 from semsearch.index import Index
-from semsearch.search import rrf
+from semsearch.search import READ_AHEAD_STEP, SearchOptions, rrf, search
+from semsearch.store import ChunkRow, Store, open_store
 from tests.conftest import BACKENDS, write_tree
 
 # How --explain names the priors at their current weights (semsearch/ranking.py).
@@ -548,3 +552,38 @@ def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
         (hit,) = ranking_corpus.search(query, k=1, mode="vector")
         # 1e-3: the SQLite file keeps vectors as float16 (a rescaling would move them far more)
         assert (hit.score, hit.priors) == (pytest.approx(score, abs=1e-3), priors)
+
+
+class SlowLexical:
+    """A store whose lexical arm takes 50 ms, so the search reads rows ahead meanwhile; it
+    records the chunk ids each ``chunks`` call asks for."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.asked: list[list[int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def lexical(self, *args: Any) -> list[int]:
+        time.sleep(0.05)
+        return self.store.lexical(*args)
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        self.asked.append(list(ids))
+        return self.store.chunks(ids)
+
+
+def test_rows_read_while_the_lexical_arm_runs_give_the_same_hits(
+    two_folders: Index, settings: Settings
+) -> None:
+    store = open_store(settings.store_backend, settings.store_path)
+    options = SearchOptions(k=5)
+    expected = search(store, HashEmbedder(), "retry backoff jitter", options)
+    slow = SlowLexical(store)
+    found = search(cast(Store, slow), HashEmbedder(), "retry backoff jitter", options)
+    assert found == expected and len(found) == 5
+    ahead = slow.asked[0]  # the vector arm's best chunks, before the lexical arm answered
+    assert 0 < len(ahead) <= READ_AHEAD_STEP
+    assert not set(ahead) & {cid for ids in slow.asked[1:] for cid in ids}  # not read twice
+    store.close()

@@ -254,7 +254,8 @@ class Store(Protocol):
         """
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
-        """Stored chunks by id, in the order asked; unknown ids are left out."""
+        """Stored chunks by id, in the order asked; unknown ids are left out. Safe to call
+        while the lexical arm runs in another thread (like :meth:`nearest`)."""
 
     def maintain(self) -> None:
         """Bring derived indexes up to date; run after every index run and folder removal."""

@@ -73,7 +73,6 @@ from semsearch.store.sqlite_rows import (
     delete_files_where,
     move_files,
     path_blob,
-    read_chunks,
     read_generation,
     read_pending_paths,
     read_stored_vectors,
@@ -470,8 +469,9 @@ class SqliteStore:
         return self._lexical.read(query, BM25_WEIGHTS, limit, file_ids)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
-        """Stored chunks by id, in the order asked."""
-        return read_chunks(self._conn, ids)
+        """Stored chunks by id, in the order asked, through the vector arm's connection (safe
+        beside the lexical arm's thread)."""
+        return self._vector_reader().chunks(ids)
 
     def maintain(self) -> None:
         """Give the file's free pages back to the file system (after a removal or re-index).

@@ -5,6 +5,7 @@ file deletion. SQL of :mod:`semsearch.store.sqlite`, kept apart so that module s
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Any
@@ -18,14 +19,17 @@ from semsearch.store.sqlite_schema import connect, has_column
 
 
 class VectorReader:
-    """The vectors in memory, read through a connection of their own.
+    """The vectors in memory and the chunk rows, read through a connection of their own.
 
     Search runs the lexical arm on the store's connection in a worker thread while the vector
-    arm runs, and a connection is never used by two threads at once.
+    arm runs and chunk rows are read, and a connection is never used by two threads at once:
+    this one's users take turns through a lock (the lexical worker reads rows too, for the
+    definitions arm).
     """
 
     def __init__(self, path: Path, read_only: bool) -> None:
         self._conn = connect(path, read_only)
+        self._lock = threading.Lock()
         self.exact = ExactVectors(self)
         self.has_paths = has_column(self._conn, "files", "path_vector")
         self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
@@ -33,15 +37,23 @@ class VectorReader:
 
     def generation(self) -> int:
         """The store's write counter."""
-        return read_generation(self._conn)
+        with self._lock:
+            return read_generation(self._conn)
 
     def vector_ids(self) -> IdArray:
         """The ids of all chunks that have a vector, ascending."""
-        return read_vector_ids(self._conn)
+        with self._lock:
+            return read_vector_ids(self._conn)
 
     def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        return read_vectors(self._conn, min_id)
+        with self._lock:
+            return read_vectors(self._conn, min_id)
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked; unknown ids are left out."""
+        with self._lock:
+            return read_chunks(self._conn, ids)
 
     def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
         """File id → path vector of those of ``file_ids`` that have one ({} in a read-only
@@ -50,25 +62,27 @@ class VectorReader:
         if not self.has_paths or not file_ids:
             return {}
         generation = self.generation()
-        if self._paths[0] != generation:
-            self._paths = (generation, {})
-            self._path_size = 4 + read_dim(self._conn, 0)
-        known = self._paths[1]
-        missing = [int(i) for i in file_ids if int(i) not in known]
-        if missing:
-            marks = ",".join("?" * len(missing))
-            rows = self._conn.execute(
-                f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
-            )
-            for i, blob in rows:  # empty (a document), NULL, or damaged: none
-                right = blob is not None and len(blob) == self._path_size > 4
-                known[int(i)] = path_from_blob(blob) if right else None
-            known.update((i, None) for i in missing if i not in known)
+        with self._lock:
+            if self._paths[0] != generation:
+                self._paths = (generation, {})
+                self._path_size = 4 + read_dim(self._conn, 0)
+            known = self._paths[1]
+            missing = [int(i) for i in file_ids if int(i) not in known]
+            if missing:
+                marks = ",".join("?" * len(missing))
+                rows = self._conn.execute(
+                    f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
+                )
+                for i, blob in rows:  # empty (a document), NULL, or damaged: none
+                    right = blob is not None and len(blob) == self._path_size > 4
+                    known[int(i)] = path_from_blob(blob) if right else None
+                known.update((i, None) for i in missing if i not in known)
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
     def close(self) -> None:
         """Close the connection."""
-        self._conn.close()
+        with self._lock:
+            self._conn.close()
 
 
 def read_generation(conn: sqlite3.Connection) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -264,3 +267,35 @@ def test_a_sqlite_index_searched_again_and_again_gives_the_exact_nearest(tmp_pat
         files["new.py"] = unit_rows(30, seed=31)
         store.write_files([write("new.py")])
     store.close()
+
+
+SUMS_AT_THE_EXTREMES = """
+import numpy as np
+from semsearch.store import scan
+columns = np.zeros((384, 4), dtype=np.int8)
+columns[:, 0], columns[:, 1] = 127, -127
+columns[::2, 2], columns[1::2, 2] = 127, -127
+columns[:, 3] = np.arange(384) % 255 - 127
+session = scan._session(scan._matmul_model(columns))
+level = scan.QUERY_LEVEL
+worst = 0
+for values in ([level] * 384, [-level] * 384, [level, -level] * 192, list(range(-192, 192))):
+    query = np.clip(np.array([values, values[::-1]]), -level, level)
+    sums = session.run(None, {"q": (query + level + 1).astype(np.uint8)})[0]
+    worst = max(worst, int(np.abs(sums - query @ columns.astype(np.int64)).max()))
+print(worst)
+"""
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (Debian: valgrind)")
+def test_the_integer_sums_are_exact_on_the_kernels_of_a_cpu_without_vnni() -> None:
+    """valgrind's virtual CPU has AVX2 and no AVX-512 or VNNI, so onnxruntime runs its AVX2
+    kernels under it, which add pairs of u8 x s8 products in 16 bits: the 7-bit query keeps
+    every pair in range (an 8-bit one is off by millions there)."""
+    command = [sys.executable, "-c", SUMS_AT_THE_EXTREMES]
+    assert subprocess.run(command, capture_output=True, text=True, check=True).stdout == "0\n"
+    under = subprocess.run(
+        ["valgrind", "--tool=none", "-q", *command], capture_output=True, text=True
+    )
+    assert under.returncode == 0, under.stderr[-2000:]
+    assert under.stdout == "0\n"

@@ -333,6 +333,13 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
         priors.append(("imports and re-exports", REEXPORT_FACTOR))
     if info.names and defines_queried(rel, text, info):
         priors.append((DEFINES_NOTE, DEFINITION_BOOST))
+    priors.extend(path_priors(rel, info))
+    return priors
+
+
+def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
+    """The priors of :func:`chunk_priors` that depend on the chunk's file alone."""
+    priors: list[tuple[str, float]] = []
     if names_file(rel, info):
         words = len(file_name_words(rel))
         share = 1.0 if words > 1 else STEM_SINGLE_SHARE
@@ -344,6 +351,15 @@ def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]
             priors.append((f"{label} file", factor))
             break
     return priors
+
+
+def prior_ceiling(rel: str, info: QueryInfo) -> float:
+    """The largest product of :func:`chunk_priors` a chunk of the file ``rel`` can get, without
+    its text: its path priors, times the text's priors where they can raise a score."""
+    ceiling = math.prod(factor for _, factor in path_priors(rel, info))
+    if info.names:
+        ceiling *= max(DEFINITION_BOOST, 1.0)
+    return ceiling * max(REEXPORT_FACTOR, 1.0)
 
 
 # The vector arm ranks a chunk by its cosine + FILE_VECTOR_WEIGHT x the mean cosine of its file's

@@ -52,6 +52,7 @@ from semsearch.ranking import (
     file_coherence,
     file_lifted,
     is_prose,
+    prior_ceiling,
     query_info,
 )
 from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
@@ -64,6 +65,7 @@ _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexica
 # READ_AHEAD of them, READ_AHEAD_STEP at a time (a step takes ~0.1 ms), stopping when it is done.
 READ_AHEAD = 40
 READ_AHEAD_STEP = 10
+CANDIDATE_STEP = 15  # candidate rows read at a time while some may still reach the top k
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
 _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
 
@@ -222,6 +224,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     fused = rrf(list(used.values()), options.rrf_k, weights)
     scores = {cid: s / best_possible for cid, s in fused.items()}
     shares: dict[int, float] = {}
+    owners: dict[int, int] | None = None  # chunk id → file id, of every fused chunk
     if options.mode == "hybrid" and FILE_COHERENCE and scores:
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
@@ -233,7 +236,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
-    return _assemble(store, info, options.k, scores, shown, path_cosine, shares, known=known)
+    files = None if owners is None else Files(owners, refs)
+    return _assemble(store, info, options.k, scores, shown, path_cosine, shares, known, files)
 
 
 def _lexical_arms(
@@ -332,27 +336,18 @@ def _assemble(
     arms: dict[str, list[int]],
     path_cosine: dict[int, float] | None = None,
     shares: dict[int, float] | None = None,
-    rescale: bool = True,
     known: dict[int, Candidate] | None = None,
+    files: Files | None = None,
+    rescale: bool = True,
 ) -> list[Hit]:
     """The top k hits (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id →
     its file coherence share; both shown by ``--explain``); with ``rescale``, each score is
     divided by the largest product of raising priors among them (:func:`best_prior`).
-    ``known``: candidates read already (:func:`_read_ahead`), not read again."""
+    ``known``: candidates read already (:func:`_read_ahead`); ``files``: the fused chunks'
+    files, which let :func:`_candidates` leave out the rows that cannot reach the top k."""
     order = sorted(scores, key=lambda cid: -scores[cid])[: max(k * CANDIDATES_PER_K, CANDIDATES)]
-    known = known or {}
-    read = {row.id: row for row in store.chunks([cid for cid in order if cid not in known])}
-    candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]] = []
-    for cid in order:
-        if cid in known:
-            row, priors = known[cid]
-        elif cid in read:
-            row = read[cid]
-            priors = chunk_priors(row.rel, row.text, info)
-        else:  # gone since it was ranked
-            continue
-        candidates.append((scores[cid] * math.prod(f for _, f in priors), row, priors))
     shares = shares or {}
+    candidates = _candidates(store, info, k, order, scores, known or {}, files, shares)
     picked, raising = _select(candidates, k, shares)
     ceiling = best_prior(raising) if rescale else 1.0
     ranks = {name: {cid: at for at, cid in enumerate(ranked, 1)} for name, ranked in arms.items()}
@@ -368,6 +363,65 @@ def _assemble(
         )
         for score, row, notes in picked
     ]
+
+
+@dataclass(frozen=True)
+class Files:
+    """The files of the fused chunks: chunk id → file id, and the store's file references."""
+
+    owners: dict[int, int]
+    refs: dict[int, FileRef]
+
+    def ceiling(self, chunk_id: int, info: QueryInfo) -> float:
+        """The largest product of priors the chunk can get (infinite when its file is not
+        known)."""
+        ref = self.refs.get(self.owners.get(chunk_id, -1))
+        return math.inf if ref is None else prior_ceiling(ref.rel, info)
+
+
+def _candidates(
+    store: Store,
+    info: QueryInfo,
+    k: int,
+    order: list[int],
+    scores: dict[int, float],
+    known: dict[int, Candidate],
+    files: Files | None,
+    shares: dict[int, float],
+) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
+    """The chunks of ``order`` (best fused first) as (score with priors, row, priors), in that
+    order, leaving out those no prior can lift into the top k.
+
+    With ``files``, rows are read a batch at a time, highest ceiling (fused score x the largest
+    product of priors the chunk's file allows) first, until the k-th of the top k chosen from
+    them (:func:`_select`) beats every ceiling left: a chunk whose score can only be lower is
+    chosen after those k, so it changes neither them nor their order. Without, all are read.
+    """
+    done = {cid: known[cid] for cid in order if cid in known}
+    ceiling = {cid: scores[cid] * files.ceiling(cid, info) for cid in order} if files else {}
+    waiting = sorted((cid for cid in order if cid not in done), key=lambda c: -ceiling.get(c, 0))
+    step = CANDIDATE_STEP if files else len(waiting)
+    while waiting:
+        if files is not None and len(done) >= k:
+            picked, _ = _select(_listed(order, scores, done), k, shares)
+            if len(picked) == k and picked[-1][0] > ceiling[waiting[0]]:
+                break
+        batch, waiting = waiting[:step], waiting[step:]
+        for row in store.chunks(batch):
+            done[row.id] = (row, chunk_priors(row.rel, row.text, info))
+    return _listed(order, scores, done)
+
+
+def _listed(
+    order: list[int], scores: dict[int, float], done: dict[int, Candidate]
+) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
+    """(score with priors, row, priors) of the chunks of ``order`` in ``done``, in that order."""
+    listed = []
+    for cid in order:
+        if cid in done:
+            row, priors = done[cid]
+            listed.append((scores[cid] * math.prod(f for _, f in priors), row, priors))
+    return listed
 
 
 def _read_ahead(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -17,8 +18,16 @@ from semsearch.config import Settings
 from semsearch.embedder import HashEmbedder
 from semsearch.errors import UsageError
 from semsearch.index import Index
-from semsearch.search import READ_AHEAD_STEP, SearchOptions, rrf, search
-from semsearch.store import ChunkRow, Store, open_store
+from semsearch.search import (
+    READ_AHEAD_STEP,
+    Files,
+    SearchOptions,
+    _candidates,
+    _select,
+    rrf,
+    search,
+)
+from semsearch.store import ChunkRow, FileRef, Store, open_store
 from tests.conftest import BACKENDS, write_tree
 
 # How --explain names the priors at their current weights (semsearch/ranking.py).
@@ -587,3 +596,55 @@ def test_rows_read_while_the_lexical_arm_runs_give_the_same_hits(
     assert 0 < len(ahead) <= READ_AHEAD_STEP
     assert not set(ahead) & {cid for ids in slow.asked[1:] for cid in ids}  # not read twice
     store.close()
+
+
+class RowStore:
+    """The one Store method candidates are read with, over rows made up by a test."""
+
+    def __init__(self, rows: list[ChunkRow]) -> None:
+        self.rows = {row.id: row for row in rows}
+        self.read = 0
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        self.read += len(ids)
+        return [self.rows[i] for i in ids if i in self.rows]
+
+
+# Files a query about "session pool" names, and others: tests and vendored code lowered, a
+# folder it names; texts that define the queried name, that only import, and neither.
+RELS = ["net/session_pool.py", "pool.py", "tests/test_pool.py", "vendor/x.py", "pool/io.py", "a.py"]
+TEXTS = [
+    "def SessionPool():\n    pass\n",
+    "import os\nimport sys\nfrom pool import SessionPool\n",
+    "session pool code here\n",
+    "nothing to see\n",
+]
+
+
+@pytest.mark.parametrize("query", ["session pool", "SessionPool", "pool tests"])
+def test_candidates_left_unread_change_no_hit(query: str) -> None:
+    """The rows a search leaves unread (no prior could lift them into the top k) change
+    nothing: the hits are those of reading every candidate. Fused scores close together and
+    forty files, so the priors often reorder the candidates."""
+    info = ranking.query_info(query)
+    refs = {f: FileRef(f, 1, "r", "/r", f"d{f}/{RELS[f % len(RELS)]}") for f in range(40)}
+    rng = random.Random(7)
+    fewer = 0
+    for trial in range(200):
+        count = rng.randint(5, 60)
+        rows = [
+            ChunkRow(i, i % 40, "/r", "r", refs[i % 40].rel, "code", i, i, None, rng.choice(TEXTS))
+            for i in range(count)
+        ]
+        scores = {row.id: rng.uniform(0.3, 1.0) for row in rows}
+        order = sorted(scores, key=lambda cid: -scores[cid])
+        files = Files({row.id: row.file_id for row in rows}, refs)
+        known = {rows[0].id: (rows[0], ranking.chunk_priors(rows[0].rel, rows[0].text, info))}
+        everything = _candidates(
+            cast(Store, RowStore(rows)), info, 10, order, scores, known, None, {}
+        )
+        store = RowStore(rows)
+        pruned = _candidates(cast(Store, store), info, 10, order, scores, known, files, {})
+        assert _select(pruned, 10, {}) == _select(everything, 10, {}), trial
+        fewer += store.read < count - 1
+    assert fewer > 50  # and they are left unread often

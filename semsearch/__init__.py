@@ -63,7 +63,7 @@ _HOMES: dict[str, str] = {  # where each public name is defined
     "FolderReport": "semsearch.indexer",
     "FileEvent": "semsearch.indexer",
     "Listing": "semsearch.listing",
-    "Hit": "semsearch.search",
+    "Hit": "semsearch.hits",
     "FolderInfo": "semsearch.folders",
     "resolve_folder": "semsearch.folders",
     "Settings": "semsearch.config",
@@ -92,12 +92,12 @@ if TYPE_CHECKING:
         UsageError,
     )
     from semsearch.folders import FolderInfo, resolve_folder
+    from semsearch.hits import Hit
     from semsearch.index import Index
     from semsearch.indexer import FileEvent, FolderReport
     from semsearch.listing import Listing
     from semsearch.plan import FolderPlan
     from semsearch.reports import FolderStatus, IndexReport, Status
-    from semsearch.search import Hit
 
 
 def __getattr__(name: str) -> Any:

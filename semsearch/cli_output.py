@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cli.cmd_search)
+    from semsearch.hits import Hit
     from semsearch.indexer import FileEvent
     from semsearch.plan import FolderPlan
     from semsearch.reports import IndexReport, Status
-    from semsearch.search import Hit
 
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
 ETA_AFTER = 1.0  # seconds of indexing before the rate is trusted for an ETA

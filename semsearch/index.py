@@ -40,6 +40,7 @@ from semsearch.folders import (
     looks_moved,
     resolve_folder,
 )
+from semsearch.hits import Hit
 from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.indexer import (
     FileEvent,
@@ -50,7 +51,7 @@ from semsearch.indexer import (
 from semsearch.listing import list_files
 from semsearch.plan import FolderPlan, is_same, plan_folder
 from semsearch.reports import FolderStatus, IndexReport, MoveReport, Status
-from semsearch.search import Hit, SearchOptions, search
+from semsearch.search import SearchOptions, search
 from semsearch.store import (
     FileState,
     Folder,

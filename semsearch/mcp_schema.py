@@ -17,8 +17,8 @@ from typing_extensions import NotRequired, TypedDict
 from semsearch.config import DEFAULT_TOP_K
 from semsearch.folders import FolderInfo
 from semsearch.grep import GrepResult
+from semsearch.hits import Hit
 from semsearch.passage import Gathered, LineRange, Passage
-from semsearch.search import Hit
 
 MAX_K = 50
 """Most results a search or gather call returns."""

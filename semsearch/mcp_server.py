@@ -46,6 +46,7 @@ from semsearch.errors import LockedError, SemsearchError
 from semsearch.folders import holding_folder, select_folders
 from semsearch.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.grep import grep as grep_files
+from semsearch.hits import Hit
 from semsearch.index import Index, ignore_settings
 from semsearch.mcp_args import CheckedTool
 from semsearch.mcp_progress import IndexProgress
@@ -77,7 +78,6 @@ from semsearch.mcp_schema import (
     trim_report,
 )
 from semsearch.passage import gather, read_lines
-from semsearch.search import Hit
 
 logger = logging.getLogger("semsearch.mcp")
 INLINE_FILES = 20  # changed files search and gather index before answering; more: background

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from semsearch.access import Locator, read_text
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
 from semsearch.filetype import is_document
-from semsearch.search import Hit
+from semsearch.hits import Hit
 
 TEXT_CAP_BYTES = 256 * 1024
 TEXT_CAP = f"{TEXT_CAP_BYTES // 1024} KiB"  # how messages name the cap

@@ -7,13 +7,12 @@ best fused score (:func:`~semsearch.ranking.file_coherence`); the ranking priors
 the reported score is then divided by the largest product of raising priors the results have
 (:func:`~semsearch.ranking.best_prior`, 1 + the largest coherence share among them), so it stays
 in [0, 1] and the order is the priors' order. In ``vector`` mode the score is the cosine
-similarity times the priors, not rescaled.
+similarity times the priors, not rescaled. The priors and the choice of the top k hits are
+:mod:`semsearch.hits`'s.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,15 +25,12 @@ import pathspec
 from semsearch.config import DEFAULT_TOP_K, MODES, Mode
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.hits import Candidate, Files, Hit, assemble, read_ahead
 from semsearch.lexical import LexicalQuery, lexical_query
 from semsearch.named_files import named_files
 from semsearch.ranking import (
-    CANDIDATES,
-    CANDIDATES_PER_K,
-    COHERENCE_NOTE,
     DEFINITION_POOL,
     FILE_COHERENCE,
-    FILE_DECAY,
     FILE_VECTOR_WEIGHT,
     FILE_VECTOR_WHOLE,
     NAMED_MAX,
@@ -42,79 +38,23 @@ from semsearch.ranking import (
     PATH_WEIGHT,
     POOL_MIN,
     POOL_PER_K,
-    RAISING_NOTES,
     RRF_K,
     QueryInfo,
-    best_prior,
-    chunk_priors,
     defines_queried,
     embedding_text,
     file_coherence,
     file_lifted,
     is_prose,
-    prior_ceiling,
     query_info,
 )
-from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
+from semsearch.store import FileRef, Store, model_mismatch_message
 
 # One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
 # two threads at once (the caller waits for the result before touching the store again; the
 # store's vector arm, which runs meanwhile, reads through a connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
-# While the lexical worker runs, the search reads the rows of the vector arm's best chunks: up to
-# READ_AHEAD of them, READ_AHEAD_STEP at a time (a step takes ~0.1 ms), stopping when it is done.
-READ_AHEAD = 40
-READ_AHEAD_STEP = 10
-CANDIDATE_STEP = 15  # candidate rows read at a time while some may still reach the top k
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
 _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
-
-
-Candidate = tuple[ChunkRow, list[tuple[str, float]]]  # a chunk's row and the priors it gets
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: a chunk of a file, with where it came from and why it ranked."""
-
-    path: str
-    folder: str
-    folder_path: str
-    rel: str
-    start_line: int
-    end_line: int
-    page: int | None
-    score: float
-    text: str
-    vector_rank: int | None = None
-    lexical_rank: int | None = None
-    definition_rank: int | None = None
-    named_rank: int | None = None  # the named-files arm's rank of the chunk (hybrid mode)
-    priors: tuple[str, ...] = ()
-    cosine_rank: int | None = None  # the chunk's own cosine rank, before the file lift
-    path_cosine: float | None = None  # the query's cosine with the file's path vector
-    coherence: float | None = None  # file coherence: the share of the best fused score added
-
-    def as_json(self) -> dict[str, Any]:
-        """The JSON shape shared by the CLI and the MCP server."""
-        return {
-            "filePath": self.path,
-            "folder": self.folder,
-            "relPath": self.rel,
-            "startLine": self.start_line,
-            "endLine": self.end_line,
-            "page": self.page,
-            "score": round(self.score, 6),
-            "vectorRank": self.vector_rank,
-            "cosineRank": self.cosine_rank,
-            "pathCosine": None if self.path_cosine is None else round(self.path_cosine, 4),
-            "fileCoherence": None if self.coherence is None else round(self.coherence, 4),
-            "bm25Rank": self.lexical_rank,
-            "definitionRank": self.definition_rank,
-            "namedRank": self.named_rank,
-            "priors": list(self.priors),
-            "text": self.text,
-        }
 
 
 @dataclass(frozen=True)
@@ -209,12 +149,12 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             if options.mode == "hybrid" and NAMED_WEIGHT:
                 arms["named"] = _named_arm(store, vector, refs, info, allowed)
             if lexical is not None:
-                known = _read_ahead(store, arms["vector"], info, lexical)
+                known = read_ahead(store, arms["vector"], info, lexical)
     finally:
         if lexical is not None:
             arms.update(lexical.result())
     if options.mode == "vector":
-        return _assemble(store, info, options.k, dict(nearest), arms, rescale=False)
+        return assemble(store, info, options.k, dict(nearest), arms, rescale=False)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
     used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
     weights = [_ARM_WEIGHTS.get(name, 1.0) for name in used]
@@ -237,7 +177,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
     files = None if owners is None else Files(owners, refs)
-    return _assemble(store, info, options.k, scores, shown, path_cosine, shares, known, files)
+    return assemble(store, info, options.k, scores, shown, path_cosine, shares, known, files)
 
 
 def _lexical_arms(
@@ -326,193 +266,3 @@ def _file_lifted(
             path_cosine = dict(zip(found, cosines.tolist(), strict=True))
     lifted = file_lifted(nearest, file_of, code if FILE_VECTOR_WHOLE else (), path_cosine)
     return lifted, path_cosine, file_of
-
-
-def _assemble(
-    store: Store,
-    info: QueryInfo,
-    k: int,
-    scores: dict[int, float],
-    arms: dict[str, list[int]],
-    path_cosine: dict[int, float] | None = None,
-    shares: dict[int, float] | None = None,
-    known: dict[int, Candidate] | None = None,
-    files: Files | None = None,
-    rescale: bool = True,
-) -> list[Hit]:
-    """The top k hits (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id →
-    its file coherence share; both shown by ``--explain``); with ``rescale``, each score is
-    divided by the largest product of raising priors among them (:func:`best_prior`).
-    ``known``: candidates read already (:func:`_read_ahead`); ``files``: the fused chunks'
-    files, which let :func:`_candidates` leave out the rows that cannot reach the top k."""
-    order = sorted(scores, key=lambda cid: -scores[cid])[: max(k * CANDIDATES_PER_K, CANDIDATES)]
-    shares = shares or {}
-    candidates = _candidates(store, info, k, order, scores, known or {}, files, shares)
-    picked, raising = _select(candidates, k, shares)
-    ceiling = best_prior(raising) if rescale else 1.0
-    ranks = {name: {cid: at for at, cid in enumerate(ranked, 1)} for name, ranked in arms.items()}
-    path_cosine = path_cosine or {}
-    return [
-        _hit(
-            row,
-            score / ceiling,
-            {name: found.get(row.id) for name, found in ranks.items()},
-            notes,
-            path_cosine.get(row.file_id),
-            shares.get(row.id),
-        )
-        for score, row, notes in picked
-    ]
-
-
-@dataclass(frozen=True)
-class Files:
-    """The files of the fused chunks: chunk id → file id, and the store's file references."""
-
-    owners: dict[int, int]
-    refs: dict[int, FileRef]
-
-    def ceiling(self, chunk_id: int, info: QueryInfo) -> float:
-        """The largest product of priors the chunk can get (infinite when its file is not
-        known)."""
-        ref = self.refs.get(self.owners.get(chunk_id, -1))
-        return math.inf if ref is None else prior_ceiling(ref.rel, info)
-
-
-def _candidates(
-    store: Store,
-    info: QueryInfo,
-    k: int,
-    order: list[int],
-    scores: dict[int, float],
-    known: dict[int, Candidate],
-    files: Files | None,
-    shares: dict[int, float],
-) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
-    """The chunks of ``order`` (best fused first) as (score with priors, row, priors), in that
-    order, leaving out those no prior can lift into the top k.
-
-    With ``files``, rows are read a batch at a time, highest ceiling (fused score x the largest
-    product of priors the chunk's file allows) first, until the k-th of the top k chosen from
-    them (:func:`_select`) beats every ceiling left: a chunk whose score can only be lower is
-    chosen after those k, so it changes neither them nor their order. Without, all are read.
-    """
-    done = {cid: known[cid] for cid in order if cid in known}
-    ceiling = {cid: scores[cid] * files.ceiling(cid, info) for cid in order} if files else {}
-    waiting = sorted((cid for cid in order if cid not in done), key=lambda c: -ceiling.get(c, 0))
-    step = CANDIDATE_STEP if files else len(waiting)
-    while waiting:
-        if files is not None and len(done) >= k:
-            picked, _ = _select(_listed(order, scores, done), k, shares)
-            if len(picked) == k and picked[-1][0] > ceiling[waiting[0]]:
-                break
-        batch, waiting = waiting[:step], waiting[step:]
-        for row in store.chunks(batch):
-            done[row.id] = (row, chunk_priors(row.rel, row.text, info))
-    return _listed(order, scores, done)
-
-
-def _listed(
-    order: list[int], scores: dict[int, float], done: dict[int, Candidate]
-) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
-    """(score with priors, row, priors) of the chunks of ``order`` in ``done``, in that order."""
-    listed = []
-    for cid in order:
-        if cid in done:
-            row, priors = done[cid]
-            listed.append((scores[cid] * math.prod(f for _, f in priors), row, priors))
-    return listed
-
-
-def _read_ahead(
-    store: Store, ranked: list[int], info: QueryInfo, lexical: Future[Any]
-) -> dict[int, Candidate]:
-    """The rows and priors of the vector arm's best chunks (``ranked``), read a few at a time
-    while the lexical arm is still running: most of them are among the candidates
-    :func:`_assemble` needs, which then reads only the others."""
-    known: dict[int, Candidate] = {}
-    for start in range(0, READ_AHEAD, READ_AHEAD_STEP):
-        if lexical.done():
-            break
-        for row in store.chunks(ranked[start : start + READ_AHEAD_STEP]):
-            known[row.id] = (row, chunk_priors(row.rel, row.text, info))
-    return known
-
-
-def _select(
-    candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
-    k: int,
-    shares: dict[int, float],
-) -> tuple[list[tuple[float, ChunkRow, tuple[str, ...]]], dict[str, float]]:
-    """The best k candidates as (score, row, notes), skipping overlapping chunks, the n-th chunk
-    of a file with FILE_DECAY^(n-1); and the largest factor of each raising prior among them.
-
-    The decay only lowers scores, so a lazy max-heap gives the exact greedy order.
-    """
-    heap = [(-score, order, 0) for order, (score, _, _) in enumerate(candidates)]
-    heapq.heapify(heap)
-    per_file: dict[tuple[str, str], int] = {}
-    picked: list[tuple[float, ChunkRow, tuple[str, ...]]] = []
-    raising: dict[str, float] = {}
-    while heap and len(picked) < k:
-        negative, order, applied = heapq.heappop(heap)
-        score, row, priors = candidates[order]
-        seen = per_file.get((row.folder_path, row.rel), 0)
-        if seen != applied:
-            heapq.heappush(heap, (-score * FILE_DECAY**seen, order, seen))
-            continue
-        if _overlaps(row, [chosen for _, chosen, _ in picked]):
-            continue
-        per_file[(row.folder_path, row.rel)] = seen + 1
-        for name, factor in priors:
-            if name in RAISING_NOTES:
-                raising[name] = max(factor, raising.get(name, 1.0))
-        if row.id in shares:
-            raising[COHERENCE_NOTE] = max(1 + shares[row.id], raising.get(COHERENCE_NOTE, 1.0))
-        notes = [f"{name} x{factor:g}" for name, factor in priors]
-        if seen:
-            notes.append(f"chunk {seen + 1} of this file x{FILE_DECAY**seen:g}")
-        picked.append((-negative, row, tuple(notes)))
-    return picked, raising
-
-
-def _overlaps(row: ChunkRow, shown: list[ChunkRow]) -> bool:
-    """True when at least half of the chunk's lines are already shown by a better hit."""
-    span = row.end_line - row.start_line + 1
-    for hit in shown:
-        if hit.folder_path != row.folder_path or hit.rel != row.rel or hit.page != row.page:
-            continue
-        shared = min(hit.end_line, row.end_line) - max(hit.start_line, row.start_line) + 1
-        if shared * 2 >= span:
-            return True
-    return False
-
-
-def _hit(
-    row: ChunkRow,
-    score: float,
-    ranks: dict[str, int | None],
-    priors: tuple[str, ...],
-    path_cosine: float | None,
-    coherence: float | None,
-) -> Hit:
-    path = row.folder_path.rstrip("/") + "/" + row.rel
-    return Hit(
-        path=path,
-        folder=row.folder_name,
-        folder_path=row.folder_path,
-        rel=row.rel,
-        start_line=row.start_line,
-        end_line=row.end_line,
-        page=row.page,
-        score=score,
-        text=row.text,
-        vector_rank=ranks.get("vector"),
-        lexical_rank=ranks.get("bm25"),
-        definition_rank=ranks.get("definitions"),
-        named_rank=ranks.get("named"),
-        priors=priors,
-        cosine_rank=ranks.get("cosine"),
-        path_cosine=path_cosine,
-        coherence=coherence,
-    )

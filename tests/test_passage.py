@@ -8,6 +8,7 @@ import pytest
 
 from semsearch.access import Locator
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
+from semsearch.hits import Hit
 from semsearch.ignore import IgnoreSettings
 from semsearch.index import Index
 from semsearch.passage import (
@@ -24,7 +25,6 @@ from semsearch.passage import (
     read_passage,
     split_lines,
 )
-from semsearch.search import Hit
 from tests.conftest import write_tree
 from tests.docgen import write_pdf
 

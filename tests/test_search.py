@@ -17,16 +17,9 @@ from semsearch.cli_output import explain
 from semsearch.config import Settings
 from semsearch.embedder import HashEmbedder
 from semsearch.errors import UsageError
+from semsearch.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.index import Index
-from semsearch.search import (
-    READ_AHEAD_STEP,
-    Files,
-    SearchOptions,
-    _candidates,
-    _select,
-    rrf,
-    search,
-)
+from semsearch.search import SearchOptions, rrf, search
 from semsearch.store import ChunkRow, FileRef, Store, open_store
 from tests.conftest import BACKENDS, write_tree
 
@@ -640,11 +633,11 @@ def test_candidates_left_unread_change_no_hit(query: str) -> None:
         order = sorted(scores, key=lambda cid: -scores[cid])
         files = Files({row.id: row.file_id for row in rows}, refs)
         known = {rows[0].id: (rows[0], ranking.chunk_priors(rows[0].rel, rows[0].text, info))}
-        everything = _candidates(
+        everything = candidates(
             cast(Store, RowStore(rows)), info, 10, order, scores, known, None, {}
         )
         store = RowStore(rows)
-        pruned = _candidates(cast(Store, store), info, 10, order, scores, known, files, {})
-        assert _select(pruned, 10, {}) == _select(everything, 10, {}), trial
+        pruned = candidates(cast(Store, store), info, 10, order, scores, known, files, {})
+        assert choose(pruned, 10, {}) == choose(everything, 10, {}), trial
         fewer += store.read < count - 1
     assert fewer > 50  # and they are left unread often

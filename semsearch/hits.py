@@ -92,16 +92,18 @@ def assemble(
     shares: dict[int, float] | None = None,
     known: dict[int, Candidate] | None = None,
     files: Files | None = None,
+    defined: frozenset[int] | None = None,
     rescale: bool = True,
 ) -> list[Hit]:
     """The top k hits (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id →
     its file coherence share; both shown by ``--explain``); with ``rescale``, each score is
     divided by the largest product of raising priors among them (:func:`best_prior`).
     ``known``: candidates read already (:func:`read_ahead`); ``files``: the fused chunks'
-    files, which let :func:`candidates` leave out the rows that cannot reach the top k."""
+    files, which let :func:`candidates` leave out the rows that cannot reach the top k;
+    ``defined``: every chunk that defines a queried name, when known (none is parsed then)."""
     order = sorted(scores, key=lambda cid: -scores[cid])[: max(k * CANDIDATES_PER_K, CANDIDATES)]
     shares = shares or {}
-    found = candidates(store, info, k, order, scores, known or {}, files, shares)
+    found = candidates(store, info, k, order, scores, known or {}, files, shares, defined)
     picked, raising = choose(found, k, shares)
     ceiling = best_prior(raising) if rescale else 1.0
     ranks = {name: {cid: at for at, cid in enumerate(ranked, 1)} for name, ranked in arms.items()}
@@ -126,11 +128,11 @@ class Files:
     owners: dict[int, int]
     refs: dict[int, FileRef]
 
-    def ceiling(self, chunk_id: int, info: QueryInfo) -> float:
+    def ceiling(self, chunk_id: int, info: QueryInfo, defines: bool | None) -> float:
         """The largest product of priors the chunk can get (infinite when its file is not
-        known)."""
+        known); ``defines``: whether it defines a queried name, None when not known."""
         ref = self.refs.get(self.owners.get(chunk_id, -1))
-        return math.inf if ref is None else prior_ceiling(ref.rel, info)
+        return math.inf if ref is None else prior_ceiling(ref.rel, info, defines)
 
 
 def candidates(
@@ -142,9 +144,11 @@ def candidates(
     known: dict[int, Candidate],
     files: Files | None,
     shares: dict[int, float],
+    defined: frozenset[int] | None = None,
 ) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
     """The chunks of ``order`` (best fused first) as (score with priors, row, priors), in that
-    order, leaving out those no prior can lift into the top k.
+    order, leaving out those no prior can lift into the top k (``defined``: every chunk that
+    defines a queried name, when known).
 
     With ``files``, rows are read a batch at a time, highest ceiling (fused score x the largest
     product of priors the chunk's file allows) first, until the k-th of the top k chosen from
@@ -152,7 +156,11 @@ def candidates(
     chosen after those k, so it changes neither them nor their order. Without, all are read.
     """
     done = {cid: known[cid] for cid in order if cid in known}
-    ceiling = {cid: scores[cid] * files.ceiling(cid, info) for cid in order} if files else {}
+
+    def defines(cid: int) -> bool | None:
+        return None if defined is None else cid in defined
+
+    ceiling = {c: scores[c] * files.ceiling(c, info, defines(c)) for c in order} if files else {}
     waiting = sorted((cid for cid in order if cid not in done), key=lambda c: -ceiling.get(c, 0))
     step = CANDIDATE_STEP if files else len(waiting)
     while waiting:
@@ -162,7 +170,7 @@ def candidates(
                 break
         batch, waiting = waiting[:step], waiting[step:]
         for row in store.chunks(batch):
-            done[row.id] = (row, chunk_priors(row.rel, row.text, info))
+            done[row.id] = (row, chunk_priors(row.rel, row.text, info, defines(row.id)))
     return _listed(order, scores, done)
 
 

@@ -326,12 +326,17 @@ def is_reexport(text: str) -> bool:
     return imports > 0 and imports >= REEXPORT_SHARE * len(counted)
 
 
-def chunk_priors(rel: str, text: str, info: QueryInfo) -> list[tuple[str, float]]:
-    """The (name, factor) priors that apply to one chunk."""
+def chunk_priors(
+    rel: str, text: str, info: QueryInfo, defines: bool | None = None
+) -> list[tuple[str, float]]:
+    """The (name, factor) priors that apply to one chunk; ``defines``: whether it defines a
+    queried name, when that is known already (:func:`defines_queried` otherwise)."""
     priors: list[tuple[str, float]] = []
     if REEXPORT_FACTOR != 1.0 and is_reexport(text):
         priors.append(("imports and re-exports", REEXPORT_FACTOR))
-    if info.names and defines_queried(rel, text, info):
+    if defines is None:
+        defines = bool(info.names) and defines_queried(rel, text, info)
+    if info.names and defines:
         priors.append((DEFINES_NOTE, DEFINITION_BOOST))
     priors.extend(path_priors(rel, info))
     return priors
@@ -353,11 +358,12 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
     return priors
 
 
-def prior_ceiling(rel: str, info: QueryInfo) -> float:
+def prior_ceiling(rel: str, info: QueryInfo, defines: bool | None = None) -> float:
     """The largest product of :func:`chunk_priors` a chunk of the file ``rel`` can get, without
-    its text: its path priors, times the text's priors where they can raise a score."""
+    its text: its path priors, times the text's priors where they can raise a score
+    (``defines``: whether it defines a queried name, None when not known)."""
     ceiling = math.prod(factor for _, factor in path_priors(rel, info))
-    if info.names:
+    if info.names and defines is not False:
         ceiling *= max(DEFINITION_BOOST, 1.0)
     return ceiling * max(REEXPORT_FACTOR, 1.0)
 

@@ -131,7 +131,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
-    lexical: Future[dict[str, list[int]]] | None = None
+    lexical: Future[LexicalArms] | None = None
     if options.mode != "vector":
         lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed)
     arms: dict[str, list[int]] = {}
@@ -139,6 +139,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     path_cosine: dict[int, float] = {}
     file_of: dict[int, int] = {}  # chunk id → file id, of the vector arm's chunks
     known: dict[int, Candidate] = {}  # rows read while the lexical arm ran, with their priors
+    defined: frozenset[int] | None = None  # every chunk defining a queried name, when known
     try:
         if use_vectors:
             vector = embedder.embed_query(embedding_text(query))
@@ -152,7 +153,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
                 known = read_ahead(store, arms["vector"], info, lexical)
     finally:
         if lexical is not None:
-            arms.update(lexical.result())
+            arms.update(lexical.result().arms)
+            defined = lexical.result().defined
     if options.mode == "vector":
         return assemble(store, info, options.k, dict(nearest), arms, rescale=False)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
@@ -177,18 +179,30 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
     files = None if owners is None else Files(owners, refs)
-    return assemble(store, info, options.k, scores, shown, path_cosine, shares, known, files)
+    return assemble(
+        store, info, options.k, scores, shown, path_cosine, shares, known, files, defined
+    )
+
+
+@dataclass(frozen=True)
+class LexicalArms:
+    """The lexical worker's answer: its arms, and the chunks that define a queried name (the
+    definitions arm's, when they are all of them; None when more may)."""
+
+    arms: dict[str, list[int]]
+    defined: frozenset[int] | None
 
 
 def _lexical_arms(
     store: Store, query: str, info: QueryInfo, pool: int, file_ids: list[int] | None
-) -> dict[str, list[int]]:
+) -> LexicalArms:
     """The BM25 arm, and the definitions arm when the query names a symbol."""
     words = lexical_query(query)
     arms = {"bm25": store.lexical(words, pool, file_ids) if words else []}
+    defined: frozenset[int] | None = frozenset()  # a query naming nothing: no chunk defines it
     if info.names:
-        arms["definitions"] = _definitions(store, info, file_ids)
-    return arms
+        arms["definitions"], defined = _definitions(store, info, file_ids)
+    return LexicalArms(arms, defined)
 
 
 def _named_arm(
@@ -222,14 +236,19 @@ def _validate(query: str, options: SearchOptions) -> None:
         raise UsageError(f"Unknown mode {options.mode!r}: use one of {', '.join(MODES)}.")
 
 
-def _definitions(store: Store, info: QueryInfo, file_ids: list[int] | None) -> list[int]:
-    """Chunks that define a queried symbol, in BM25 order: a third arm for symbol queries.
+def _definitions(
+    store: Store, info: QueryInfo, file_ids: list[int] | None
+) -> tuple[list[int], frozenset[int] | None]:
+    """Chunks that define a queried symbol, in BM25 order: a third arm for symbol queries; and
+    the same as a set when the arm holds all of them (None when its pool was full).
 
-    The FTS ``defines`` column finds them (case-folded and stemmed), the exact name confirms.
+    The FTS ``defines`` column finds them (case-folded and stemmed), the exact name confirms;
+    a chunk whose ``defines`` column does not match defines no queried name.
     """
     names = LexicalQuery(tuple(info.names), columns=("defines",))
-    rows = store.chunks(store.lexical(names, DEFINITION_POOL, file_ids))
-    return [row.id for row in rows if defines_queried(row.rel, row.text, info)]
+    matched = store.lexical(names, DEFINITION_POOL, file_ids)
+    found = [row.id for row in store.chunks(matched) if defines_queried(row.rel, row.text, info)]
+    return found, frozenset(found) if len(matched) < DEFINITION_POOL else None
 
 
 _DOCUMENTS: list[tuple[dict[int, FileRef], frozenset[int]]] = []  # the last refs, their documents

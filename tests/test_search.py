@@ -19,6 +19,8 @@ from semsearch.embedder import HashEmbedder
 from semsearch.errors import UsageError
 from semsearch.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.index import Index
+from semsearch.lexical import LexicalQuery
+from semsearch.ranking import DEFINITION_POOL
 from semsearch.search import SearchOptions, rrf, search
 from semsearch.store import ChunkRow, FileRef, Store, open_store
 from tests.conftest import BACKENDS, write_tree
@@ -640,4 +642,51 @@ def test_candidates_left_unread_change_no_hit(query: str) -> None:
         pruned = candidates(cast(Store, store), info, 10, order, scores, known, files, {})
         assert choose(pruned, 10, {}) == choose(everything, 10, {}), trial
         fewer += store.read < count - 1
+        # the chunks defining a queried name, known from the definitions arm: none parsed
+        defined = frozenset(r.id for r in rows if ranking.defines_queried(r.rel, r.text, info))
+        told = candidates(
+            cast(Store, RowStore(rows)), info, 10, order, scores, known, files, {}, defined
+        )
+        assert choose(told, 10, {}) == choose(everything, 10, {}), trial
     assert fewer > 50  # and they are left unread often
+
+
+DEFINING_LINES = [
+    "def parse_header(line):",
+    "class RetryMiddleware:",
+    "function $http(config) {",
+    "fun <T> Flow<T>.mapNotNull(transform: (T) -> R): Flow<R> {",
+    "pub fn try_join_all<I>(iter: I) -> TryJoinAll<I::Item> {",
+    "defmodule Plug.SSL do",
+    "function M.load(path)",
+    "absl::Status Foo::Bar(int x) {",
+    "data Value = Object !Object | Array !Array",
+    "int curl_easy_setopt(CURL *curl, CURLoption tag, ...);",
+    "func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {",
+    "case class Décodeur(x: Int)",
+    "const MAX_RETRIES = 5",
+]
+
+
+def test_a_chunk_defining_a_queried_name_matches_the_defines_column(
+    tmp_path: Path, hash_index: Index, settings: Settings
+) -> None:
+    """The definitions arm's answer, when not full, is every chunk that defines a queried name
+    (the search then parses no other chunk for one): a chunk the priors say defines the name
+    is always among the chunks its ``defines`` column matches."""
+    root = write_tree(
+        tmp_path / "src", {f"f{n}.txt": f"{line}\n" for n, line in enumerate(DEFINING_LINES)}
+    )
+    hash_index.update([root])
+    store = open_store(settings.store_backend, settings.store_path)
+    rows = store.chunks([int(i) for i in store.chunk_ids()])
+    checked = 0
+    for row in rows:
+        for name in ranking.definitions(row.text):
+            info = ranking.query_info(name)
+            if info.names and ranking.defines_queried(row.rel, row.text, info):
+                names = LexicalQuery(info.names, columns=("defines",))
+                assert row.id in store.lexical(names, DEFINITION_POOL, None), name
+                checked += 1
+    assert checked >= len(DEFINING_LINES)
+    store.close()

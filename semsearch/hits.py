@@ -103,8 +103,8 @@ def assemble(
     ``defined``: every chunk that defines a queried name, when known (none is parsed then)."""
     order = sorted(scores, key=lambda cid: -scores[cid])[: max(k * CANDIDATES_PER_K, CANDIDATES)]
     shares = shares or {}
-    found = candidates(store, info, k, order, scores, known or {}, files, shares, defined)
-    picked, raising = choose(found, k, shares)
+    evaluated = candidates(store, info, k, order, scores, known or {}, files, shares, defined)
+    picked, raising = choose(evaluated, k, shares)
     ceiling = best_prior(raising) if rescale else 1.0
     ranks = {name: {cid: at for at, cid in enumerate(ranked, 1)} for name, ranked in arms.items()}
     path_cosine = path_cosine or {}
@@ -112,7 +112,7 @@ def assemble(
         _hit(
             row,
             score / ceiling,
-            {name: found.get(row.id) for name, found in ranks.items()},
+            {name: ranked.get(row.id) for name, ranked in ranks.items()},
             notes,
             path_cosine.get(row.file_id),
             shares.get(row.id),

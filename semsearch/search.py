@@ -23,6 +23,7 @@ import numpy as np
 import pathspec
 
 from semsearch.config import DEFAULT_TOP_K, MODES, Mode
+from semsearch.derived import per_refs
 from semsearch.embedder import Embedder
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.hits import Candidate, Files, Hit, assemble, read_ahead
@@ -153,8 +154,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
                 known = read_ahead(store, arms["vector"], info, lexical)
     finally:
         if lexical is not None:
-            arms.update(lexical.result().arms)
-            defined = lexical.result().defined
+            answer = lexical.result()
+            arms.update(answer.arms)
+            defined = answer.defined
     if options.mode == "vector":
         return assemble(store, info, options.k, dict(nearest), arms, rescale=False)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
@@ -171,7 +173,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
         owners = {**file_of, **store.chunk_files(missing)}
-        documents = set(owners.values()) & _documents(refs)
+        documents = set(owners.values()) & per_refs(refs, _prose_files)
         shares = file_coherence(scores, owners, documents)
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
@@ -251,17 +253,10 @@ def _definitions(
     return found, frozenset(found) if len(matched) < DEFINITION_POOL else None
 
 
-_DOCUMENTS: list[tuple[dict[int, FileRef], frozenset[int]]] = []  # the last refs, their documents
-
-
-def _documents(refs: dict[int, FileRef]) -> frozenset[int]:
-    """The ids of the documents (``ranking.is_prose``) among ``refs``, found once per refs dict:
-    the store hands out the same dict until the index changes."""
-    known = _DOCUMENTS[0] if _DOCUMENTS else None
-    if known is None or known[0] is not refs:
-        known = (refs, frozenset(f for f, ref in refs.items() if is_prose(ref.rel)))
-        _DOCUMENTS[:] = [known]  # one entry, replaced whole: safe beside another search
-    return known[1]
+def _prose_files(refs: dict[int, FileRef]) -> frozenset[int]:
+    """The ids of the documents (``ranking.is_prose``) among ``refs`` (made once per refs dict,
+    :func:`~semsearch.derived.per_refs`)."""
+    return frozenset(f for f, ref in refs.items() if is_prose(ref.rel))
 
 
 def _file_lifted(
@@ -275,7 +270,7 @@ def _file_lifted(
     id). Code files count their missing candidates when ``FILE_VECTOR_WHOLE``; documents get no
     path term."""
     file_of = store.chunk_files([cid for cid, _ in nearest])
-    code = (set(file_of.values()) & refs.keys()) - _documents(refs)
+    code = (set(file_of.values()) & refs.keys()) - per_refs(refs, _prose_files)
     path_cosine: dict[int, float] = {}
     if PATH_WEIGHT and code:
         paths = store.path_vectors(sorted(code))

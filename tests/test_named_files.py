@@ -9,6 +9,7 @@ import pytest
 from semsearch import named_files as named_module
 from semsearch import search
 from semsearch.cli_output import explain
+from semsearch.derived import per_refs
 from semsearch.index import Index
 from semsearch.named_files import named_files
 from semsearch.ranking import query_info
@@ -46,8 +47,8 @@ def test_the_name_index_is_made_once_per_refs_dict() -> None:
     refs = refs_of("a/session.py")
     info = query_info("http client session")
     assert named_files(refs, info) == [1]
-    first = named_module._cache[id(refs)][1]
-    assert named_files(refs, info) == [1] and named_module._cache[id(refs)][1] is first
+    first = per_refs(refs, named_module.name_index)
+    assert named_files(refs, info) == [1] and per_refs(refs, named_module.name_index) is first
     changed = refs_of("a/session.py", "b/client.py")  # the store hands a new dict after a write
     assert named_files(changed, info) == [1, 2]
 

@@ -36,6 +36,7 @@ READ_AHEAD_STEP = 10
 CANDIDATE_STEP = 15  # candidate rows read at a time while some may still reach the top k
 
 Candidate = tuple[ChunkRow, list[tuple[str, float]]]  # a chunk's row and the priors it gets
+Scored = tuple[float, ChunkRow, list[tuple[str, float]]]  # ... and its score with the priors
 
 
 @dataclass(frozen=True)
@@ -121,18 +122,24 @@ def assemble(
     ]
 
 
-@dataclass(frozen=True)
 class Files:
     """The files of the fused chunks: chunk id → file id, and the store's file references."""
 
-    owners: dict[int, int]
-    refs: dict[int, FileRef]
+    def __init__(self, owners: dict[int, int], refs: dict[int, FileRef]) -> None:
+        self.owners = owners
+        self.refs = refs
+        self._ceilings: dict[tuple[int, bool | None], float] = {}  # per file: few, asked often
 
     def ceiling(self, chunk_id: int, info: QueryInfo, defines: bool | None) -> float:
         """The largest product of priors the chunk can get (infinite when its file is not
         known); ``defines``: whether it defines a queried name, None when not known."""
-        ref = self.refs.get(self.owners.get(chunk_id, -1))
-        return math.inf if ref is None else prior_ceiling(ref.rel, info, defines)
+        file_id = self.owners.get(chunk_id, -1)
+        found = self._ceilings.get((file_id, defines))
+        if found is None:
+            ref = self.refs.get(file_id)
+            found = math.inf if ref is None else prior_ceiling(ref.rel, info, defines)
+            self._ceilings[file_id, defines] = found
+        return found
 
 
 def candidates(
@@ -145,7 +152,7 @@ def candidates(
     files: Files | None,
     shares: dict[int, float],
     defined: frozenset[int] | None = None,
-) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
+) -> list[Scored]:
     """The chunks of ``order`` (best fused first) as (score with priors, row, priors), in that
     order, leaving out those no prior can lift into the top k (``defined``: every chunk that
     defines a queried name, when known).
@@ -156,11 +163,9 @@ def candidates(
     chosen after those k, so it changes neither them nor their order. Without, all are read.
     """
     done = {cid: known[cid] for cid in order if cid in known}
-
-    def defines(cid: int) -> bool | None:
-        return None if defined is None else cid in defined
-
-    ceiling = {c: scores[c] * files.ceiling(c, info, defines(c)) for c in order} if files else {}
+    ceiling = {}
+    if files is not None:
+        ceiling = {c: scores[c] * files.ceiling(c, info, _defines(c, defined)) for c in order}
     waiting = sorted((cid for cid in order if cid not in done), key=lambda c: -ceiling.get(c, 0))
     step = CANDIDATE_STEP if files else len(waiting)
     while waiting:
@@ -169,14 +174,11 @@ def candidates(
             if len(picked) == k and picked[-1][0] > ceiling[waiting[0]]:
                 break
         batch, waiting = waiting[:step], waiting[step:]
-        for row in store.chunks(batch):
-            done[row.id] = (row, chunk_priors(row.rel, row.text, info, defines(row.id)))
+        done.update(_read(store, batch, info, defined))
     return _listed(order, scores, done)
 
 
-def _listed(
-    order: list[int], scores: dict[int, float], done: dict[int, Candidate]
-) -> list[tuple[float, ChunkRow, list[tuple[str, float]]]]:
+def _listed(order: list[int], scores: dict[int, float], done: dict[int, Candidate]) -> list[Scored]:
     """(score with priors, row, priors) of the chunks of ``order`` in ``done``, in that order."""
     listed = []
     for cid in order:
@@ -193,16 +195,28 @@ def read_ahead(
     while the lexical arm is still running: most of them are among the candidates
     :func:`assemble` needs, which then reads only the others."""
     known: dict[int, Candidate] = {}
-    for start in range(0, READ_AHEAD, READ_AHEAD_STEP):
+    for start in range(0, min(READ_AHEAD, len(ranked)), READ_AHEAD_STEP):
         if lexical.done():
             break
-        for row in store.chunks(ranked[start : start + READ_AHEAD_STEP]):
-            known[row.id] = (row, chunk_priors(row.rel, row.text, info))
+        known.update(_read(store, ranked[start : start + READ_AHEAD_STEP], info))
     return known
 
 
+def _read(
+    store: Store, ids: list[int], info: QueryInfo, defined: frozenset[int] | None = None
+) -> dict[int, Candidate]:
+    """The rows of ``ids`` with their priors (``defined``: see :func:`candidates`)."""
+    rows = store.chunks(ids)
+    return {r.id: (r, chunk_priors(r.rel, r.text, info, _defines(r.id, defined))) for r in rows}
+
+
+def _defines(chunk_id: int, defined: frozenset[int] | None) -> bool | None:
+    """Whether the chunk defines a queried name; None when ``defined`` does not say."""
+    return None if defined is None else chunk_id in defined
+
+
 def choose(
-    candidates: list[tuple[float, ChunkRow, list[tuple[str, float]]]],
+    candidates: list[Scored],
     k: int,
     shares: dict[int, float],
 ) -> tuple[list[tuple[float, ChunkRow, tuple[str, ...]]], dict[str, float]]:

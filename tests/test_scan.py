@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from semsearch.errors import StoreError
 from semsearch.store import ChunkRecord, FileWrite
+from semsearch.store import scan as scan_module
 from semsearch.store.exact import SCAN_MIN_ROWS, ExactVectors
 from semsearch.store.scan import QUERY_LEVEL, Int8Scan, VectorScan
 from semsearch.store.sqlite import SqliteStore
@@ -299,3 +301,27 @@ def test_the_integer_sums_are_exact_on_the_kernels_of_a_cpu_without_vnni() -> No
     )
     assert under.returncode == 0, under.stderr[-2000:]
     assert under.stdout == "0\n"
+
+
+def test_a_search_scans_the_float32_matrix_when_the_int8_copy_cannot_be_made() -> None:
+    """No memory for the copy, or onnxruntime refusing it: the answers stay the numpy top k,
+    and the copy is not tried again until the vectors change."""
+    source = MatrixSource(unit_rows(SCAN_MIN_ROWS + 10, seed=40))
+    tried: list[int] = []
+
+    def no_memory(ids: Any, matrix: Any) -> VectorScan:
+        tried.append(len(ids))
+        raise MemoryError
+
+    exact = ExactVectors(source, make_scan=no_memory)
+    for step in range(2):
+        for query in queries(source.matrix, seed=41 + step):
+            found = exact.nearest(query, 50, None)
+            assert [cid for cid, _ in found] == brute(source, query, 50, None)
+        assert len(tried) == step + 1  # once on the generation's second search, then not again
+        source.replace(np.arange(3), unit_rows(3, seed=45))
+
+
+def test_onnxruntime_refusing_the_scan_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="could not build the int8 vector scan"):
+        scan_module._session(b"not an onnx model")

@@ -8,16 +8,18 @@ lowest such id on.
 
 From a generation's second search on, an index of ``SCAN_MIN_ROWS`` vectors or more is scanned
 through an int8 copy (:class:`~semsearch.store.scan.VectorScan`) that finds the same nearest
-chunks with a quarter of the memory traffic; the float32 matrix scores its candidates.
+chunks with a quarter of the memory traffic; the float32 matrix scores its candidates. When the
+copy cannot be made (no memory, an onnxruntime failure) the matrix is scanned as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from semsearch.errors import StoreError
 from semsearch.store.base import FloatArray, IdArray
 from semsearch.store.scan import VectorScan
 
@@ -44,14 +46,20 @@ class VectorSource(Protocol):
 class ExactVectors:
     """The vectors of a store in memory, refreshed when its generation changes."""
 
-    def __init__(self, source: VectorSource) -> None:
+    def __init__(
+        self,
+        source: VectorSource,
+        make_scan: Callable[[IdArray, FloatArray], VectorScan] = VectorScan,
+    ) -> None:
         self._source = source
+        self._make_scan = make_scan
         self.generation = -1  # of the source, when last read
         self.ids: IdArray = np.zeros(0, dtype=np.int64)  # ascending
         self.file_ids: IdArray = np.zeros(0, dtype=np.int64)
         self.matrix: FloatArray = np.zeros((0, 0), dtype=np.float32)
         self._scan: VectorScan | None = None  # built on a generation's second search
         self._searches = 0  # searches of this generation
+        self._scan_failed = False  # its build failed in this generation: not tried again
 
     @property
     def is_loaded(self) -> bool:
@@ -70,7 +78,7 @@ class ExactVectors:
         else:  # first load, or nothing left to keep: one read of everything
             self.ids, self.file_ids, self.matrix = self._source.vectors(0)
         self.generation = generation
-        self._searches = 0
+        self._searches, self._scan_failed = 0, False
 
     def _add(self, kept: np.ndarray[Any, np.dtype[np.bool_]], new: IdArray) -> None:
         """Keep the rows still stored and read the ``new`` ids (ascending) in."""
@@ -139,6 +147,9 @@ class ExactVectors:
             return None
         if self._scan is not None and self._scan.is_stale(self.ids):
             self._scan = None
-        if self._scan is None and self._searches > 1:
-            self._scan = VectorScan(self.ids, self.matrix)
+        if self._scan is None and self._searches > 1 and not self._scan_failed:
+            try:
+                self._scan = self._make_scan(self.ids, self.matrix)
+            except (StoreError, MemoryError):  # an aid only: the float32 product answers alike
+                self._scan_failed = True
         return self._scan

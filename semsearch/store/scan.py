@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from semsearch.errors import StoreError
 from semsearch.store.base import FloatArray, IdArray
 
 QUERY_LEVEL = 63  # the query's integers lie in [-63, 63], stored as u8 with zero point 64
@@ -147,14 +148,18 @@ def _within_reach(approx: FloatArray, bound: FloatArray, pool: int) -> IntArray:
 
 
 def _session(model: bytes) -> Any:
-    """A one-thread onnxruntime session of ``model`` (:func:`_matmul_model`)."""
+    """A one-thread onnxruntime session of ``model`` (:func:`_matmul_model`); raises
+    :class:`~semsearch.errors.StoreError` when onnxruntime cannot build it."""
     import onnxruntime as ort  # heavy: loaded by the first warm search that scans
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's errors derive from Exception alone
+        raise StoreError(f"onnxruntime could not build the int8 vector scan: {exc}") from exc
 
 
 # The ONNX protobuf of one MatMulInteger node, written by hand: the `onnx` package is not a

@@ -633,7 +633,8 @@ def test_candidates_left_unread_change_no_hit(query: str) -> None:
         ]
         scores = {row.id: rng.uniform(0.3, 1.0) for row in rows}
         order = sorted(scores, key=lambda cid: -scores[cid])
-        files = Files({row.id: row.file_id for row in rows}, refs)
+        # a chunk whose file is not known (written since the refs were read) is always read
+        files = Files({row.id: row.file_id for row in rows if row.id % 11}, refs)
         known = {rows[0].id: (rows[0], ranking.chunk_priors(rows[0].rel, rows[0].text, info))}
         everything = candidates(
             cast(Store, RowStore(rows)), info, 10, order, scores, known, None, {}
@@ -690,3 +691,15 @@ def test_a_chunk_defining_a_queried_name_matches_the_defines_column(
                 checked += 1
     assert checked >= len(DEFINING_LINES)
     store.close()
+
+
+def test_a_full_definitions_arm_leaves_the_other_definitions_to_the_priors(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    """Sixty files define the queried name, more than the definitions arm holds (its pool is
+    50): each of the sixty hits still gets the definition boost, found from its own text."""
+    files = {f"f{n:02}.py": f"def parse_header(line):\n    return line[{n}:]\n" for n in range(60)}
+    hash_index.update([write_tree(tmp_path / "src", files)])
+    hits = hash_index.search("parse_header", k=60)
+    assert len(hits) == 60 > DEFINITION_POOL
+    assert all(DEFINES in hit.priors for hit in hits)

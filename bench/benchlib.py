@@ -45,8 +45,20 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "ram_gib": round(mem_kib / 2**20, 1),
         "cpu": model,
+        "simd": simd_flags(),
         "python": platform.python_version(),
     }
+
+
+def simd_flags() -> list[str]:
+    """The x86 vector extensions this process sees through CPUID (numpy's dispatch probe), so a
+    row run under bench/avx2only.sh says AVX2 where /proc/cpuinfo still lists AVX-512."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__ as features
+    wanted = ("AVX2", "AVX512F", "AVX512VNNI", "AVX512BF16", "AVXVNNI", "AMX_INT8")
+    return [name for name in wanted if features.get(name)]
 
 
 def bench_env(work: Path) -> dict[str, str]:
@@ -69,7 +81,8 @@ def bench_env(work: Path) -> dict[str, str]:
 def child_env(work: Path) -> dict[str, str]:
     """Environment for a child process: the bench env plus PATH, PYTHONPATH and BLAS hints."""
     env = bench_env(work)
-    for name in ("PATH", "LANG", "OPENBLAS_CORETYPE", "PYTHONDONTWRITEBYTECODE"):
+    # LD_PRELOAD carries bench/avx2only.sh's CPUID mask into the child.
+    for name in ("PATH", "LANG", "OPENBLAS_CORETYPE", "PYTHONDONTWRITEBYTECODE", "LD_PRELOAD"):
         if os.environ.get(name):
             env[name] = os.environ[name]
     env["PYTHONPATH"] = os.pathsep.join(

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run COMMAND as on an AVX2-only x86-64 CPU: CPUID hides AVX-512, AVX-VNNI and AMX from it and
+# from every program it starts (bench/avx2only.c, through LD_PRELOAD), so onnxruntime and numpy
+# pick their AVX2 kernels. Needs Linux and a CPU with CPUID faulting (`cpuid_fault` in
+# /proc/cpuinfo). The benches pass LD_PRELOAD on to their child processes.
+#
+#   bash bench/avx2only.sh python bench/throughput.py /tmp/semsearch-bench/corpora/requests
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${SS_BENCH_WORK:-/tmp/semsearch-bench}/avx2only.so"
+mkdir -p "$(dirname "$out")"
+if [[ ! -e "$out" || "$here/avx2only.c" -nt "$out" ]]; then
+    gcc -O2 -Wall -shared -fPIC -o "$out" "$here/avx2only.c"
+fi
+# The check: Python's own view of CPUID through numpy, under the preload.
+LD_PRELOAD="$out" python3 - <<'PY'
+import sys
+try:
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+except ImportError:
+    from numpy.core._multiarray_umath import __cpu_features__ as features
+hidden = sorted(name for name, on in features.items() if on and name.startswith("AVX512"))
+if hidden or not features.get("AVX2"):
+    sys.exit(f"avx2only: the preload did not take: AVX2={features.get('AVX2')}, seen {hidden}")
+PY
+export LD_PRELOAD="$out${LD_PRELOAD:+:$LD_PRELOAD}"
+exec "$@"

@@ -16,12 +16,14 @@ The default model comes in two variants of the same weights (:data:`VARIANTS`):
 
 Which variant a new index gets: :data:`DEFAULT_VARIANT`, ``auto``, unless ``SS_MODEL_VARIANT``
 / config ``modelVariant`` says ``fp32`` or ``int8``. ``auto`` (:func:`default_variant`, decided
-when the embedder is made) picks ``int8`` on x86-64 CPUs with VNNI (``avx512_vnni``,
-``avx_vnni`` or ``amx_int8`` in /proc/cpuinfo), where it measured 1.6-1.8x faster within 0.005
-of fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8 model (issue 13)"), and
-``fp32`` elsewhere (its speed on AVX2-only CPUs is not measured). The 7-bit weights keep the
-u8×s8 sums of the AVX2 kernel (VPMADDUBSW) from saturating: on AVX2 an int8 index's texts get
-vectors within cosine 0.997 of their VNNI ones (bench/avx2.py; int8 to fp32: 0.989).
+when the embedder is made) picks ``int8`` on x86-64 CPUs with AVX2 (``avx2`` in /proc/cpuinfo or,
+without it, in numpy's CPUID probe), and ``fp32`` elsewhere (Arm, x86-64 without AVX2). With VNNI
+(``avx512_vnni``, ``avx_vnni``, ``amx_int8``) int8 measured 1.6-1.8x fp32's speed; on onnxruntime's
+AVX2 kernels (AVX-512 and VNNI hidden from CPUID, bench/avx2only.sh) 1.5x; both within 0.005 of
+fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8 model (issue 13)", "Session
+19"). The 7-bit weights keep the u8×s8 sums of the AVX2 kernel (VPMADDUBSW) from saturating: on
+AVX2 an int8 index's texts get vectors within cosine 0.997 of their VNNI ones (bench/avx2.py; int8
+to fp32: 0.989).
 
 An existing index always wins: the index records the model id, and :meth:`Embedder.variant_for`
 hands search and incremental indexing the variant that built it (an fp32 index made before the
@@ -47,10 +49,10 @@ from semsearch.model_files import (
     DEFAULT_MODEL_NAME,
     DEFAULT_MODEL_SHA256,
     DEFAULT_VARIANT,
+    INT8_CPU_FLAG,
     INT8_MODEL_NAME,
     INT8_MODEL_SHA256,
     VARIANTS,
-    VNNI_FLAGS,
     Variant,
     build_session,
     cpu_flags,
@@ -428,10 +430,10 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_MODEL_SHA256",
     "DEFAULT_VARIANT",
+    "INT8_CPU_FLAG",
     "INT8_MODEL_NAME",
     "INT8_MODEL_SHA256",
     "VARIANTS",
-    "VNNI_FLAGS",
     "Embedder",
     "HashEmbedder",
     "OnnxEmbedder",

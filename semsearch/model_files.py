@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import platform
 import shutil
@@ -19,8 +20,9 @@ from typing import Any
 from semsearch.errors import ModelError
 
 # The fp32 variant keeps the name and id indexes built before the int8 variant recorded.
-# New indexes get `auto`: int8 on CPUs with VNNI, where it indexes ~1.7x faster within 0.005 of
-# fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8 model"), fp32 elsewhere.
+# New indexes get `auto`: int8 on x86-64 CPUs with AVX2 (VNNI ones included), where it indexes
+# 1.5-2x faster within 0.005 of fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8
+# model" and "Session 19"), fp32 elsewhere.
 DEFAULT_VARIANT = "auto"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -32,8 +34,10 @@ INT8_MODEL_SHA256 = "c3f4d5337556631e9ee2e3d18ebae9b776f8955142ada7d5103c59a8b21
 # first file's by less than either file's own vectors differ between batch companions (int8
 # scales the activations per batch), so indexes built with either are one vector space.
 INT8_VECTORS_SHA256 = "2d3757f950bbd64846ae9e1c516ab0d8e45330b360bdfe97e1b2d47ac36bf62d"
-# CPU flags (Linux /proc/cpuinfo) of the int8 dot-product instructions the int8 variant wins on.
-VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+# The CPU flag (Linux /proc/cpuinfo) of onnxruntime's slowest int8 kernels that still beat its
+# fp32 ones (u8 x s8 pairs summed in 16 bits; measured on the AVX2 kernels, bench/avx2only.sh).
+# Every x86-64 CPU with VNNI (avx512_vnni, avx_vnni, amx_int8) has it too.
+INT8_CPU_FLAG = "avx2"
 
 
 @dataclass(frozen=True)
@@ -67,23 +71,39 @@ VARIANTS = {
 
 
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    """The CPU's feature flags from /proc/cpuinfo, plus ``avx2`` where numpy's CPU probe (CPUID,
+    on every OS) found AVX2: Windows and macOS have no /proc/cpuinfo."""
+    flags: frozenset[str] = frozenset()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if line.startswith(("flags", "Features")):
-                    return frozenset(line.partition(":")[2].split())
+                    flags = frozenset(line.partition(":")[2].split())
+                    break
     except OSError:
         pass
+    return flags | probed_flags()
+
+
+def probed_flags() -> frozenset[str]:
+    """``{"avx2"}`` when numpy's runtime CPU probe saw AVX2, else empty (also when numpy's
+    private table of it, ``__cpu_features__``, is not where numpy 1.24-2.x keep it)."""
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        try:
+            features = getattr(importlib.import_module(module), "__cpu_features__", None)
+        except ImportError:
+            continue
+        if isinstance(features, dict):
+            return frozenset({"avx2"}) if features.get("AVX2") else frozenset()
     return frozenset()
 
 
 def default_variant(flags: frozenset[str] | None = None, machine: str | None = None) -> str:
-    """``int8`` on an x86-64 CPU with VNNI, else ``fp32`` (the rule in the module docstring)."""
+    """``int8`` on an x86-64 CPU with AVX2, else ``fp32`` (the rule in the embedder's docstring)."""
     machine = (machine or platform.machine()).lower()
     if machine not in ("x86_64", "amd64"):
         return "fp32"
-    return "int8" if (cpu_flags() if flags is None else flags) & VNNI_FLAGS else "fp32"
+    return "int8" if INT8_CPU_FLAG in (cpu_flags() if flags is None else flags) else "fp32"
 
 
 def sha256_of(path: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,13 @@ from semsearch.embedder import (
     VARIANTS,
     HashEmbedder,
     OnnxEmbedder,
+    cpu_flags,
     default_variant,
     load_tokenizer,
 )
 from semsearch.errors import ConfigError, ModelError
 from semsearch.index import Index
-from semsearch.model_files import Variant, packaged_tokenizer
+from semsearch.model_files import Variant, packaged_tokenizer, probed_flags
 from tests.conftest import write_tree
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
@@ -101,7 +103,8 @@ def test_corrupted_int8_model_is_refused(tmp_path: Path) -> None:
     [
         ({"avx2", "avx512f", "avx512_vnni", "amx_int8"}, "x86_64", "int8"),
         ({"avx2", "avx_vnni"}, "x86_64", "int8"),
-        ({"avx2", "fma"}, "x86_64", "fp32"),
+        ({"avx2", "fma"}, "x86_64", "int8"),  # the AVX2 kernels: int8 still wins there
+        ({"avx", "sse4_2", "fma"}, "x86_64", "fp32"),
         ({"avx2", "avx512_vnni"}, "AMD64", "int8"),
         ({"asimd", "asimddp"}, "aarch64", "fp32"),
         (set(), "x86_64", "fp32"),
@@ -109,6 +112,68 @@ def test_corrupted_int8_model_is_refused(tmp_path: Path) -> None:
 )
 def test_default_variant_follows_the_cpu(flags: set[str], machine: str, expected: str) -> None:
     assert default_variant(frozenset(flags), machine) == expected
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="needs Linux's /proc/cpuinfo")
+def test_the_cpu_probe_finds_avx2_where_linux_lists_it() -> None:
+    """Windows and macOS have no /proc/cpuinfo: there `auto` learns of AVX2 from numpy's CPUID
+    probe, which must agree with Linux's list where both exist."""
+    lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    listed = any("avx2" in line.split() for line in lines if line.startswith("flags"))
+    assert ("avx2" in probed_flags()) == listed
+    assert ("avx2" in cpu_flags()) == listed
+
+
+AVX2_ONLY = Path(__file__).parent.parent / "bench" / "avx2only.c"
+# The child embeds the reference sentences with int8 and says what CPUID showed it (numpy's probe).
+EMBED_INT8 = """
+import json, sys
+try:
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+except ImportError:
+    from numpy.core._multiarray_umath import __cpu_features__ as features
+from semsearch.embedder import OnnxEmbedder
+vectors = OnnxEmbedder(variant="int8").embed(json.loads(sys.argv[1]))
+seen = sorted(name for name, on in features.items() if on and name.startswith(("AVX2", "AVX512")))
+print(json.dumps({"seen": seen, "vectors": vectors.tolist()}))
+"""
+
+
+def _cpuid_faulting() -> bool:
+    """Linux on an x86-64 CPU with AVX2 that can make CPUID trap (bench/avx2only.c needs it)."""
+    return platform.machine() == "x86_64" and {"avx2", "cpuid_fault"} <= cpu_flags()
+
+
+@pytest.mark.skipif(
+    shutil.which("gcc") is None or not _cpuid_faulting(),
+    reason="needs gcc and an x86-64 Linux CPU with AVX2 and CPUID faulting",
+)
+def test_int8_on_the_kernels_of_an_avx2_only_cpu_stays_close_to_fp32(tmp_path: Path) -> None:
+    """What `auto` gives a CPU with AVX2 and no AVX-512 or VNNI: with those hidden from CPUID,
+    onnxruntime runs its AVX2 kernels (u8 x s8 pairs summed in 16 bits), and the int8 vectors
+    stay within the cosine 0.98 of fp32's reference that the variant is held to, and close to
+    the same model on this CPU's own kernels."""
+    preload = tmp_path / "avx2only.so"
+    subprocess.run(
+        ["gcc", "-O2", "-shared", "-fPIC", "-o", str(preload), str(AVX2_ONLY)], check=True
+    )
+    command = [sys.executable, "-c", EMBED_INT8, json.dumps(REFERENCE["sentences"])]
+    masked = subprocess.run(
+        command, env={**os.environ, "LD_PRELOAD": str(preload)}, capture_output=True, text=True
+    )
+    assert masked.returncode == 0, masked.stderr[-2000:]
+    answer = json.loads(masked.stdout)
+    assert answer["seen"] == ["AVX2"]  # the mask took: AVX-512 and VNNI are gone
+    avx2 = np.asarray(answer["vectors"], dtype=np.float32)
+    reference = np.asarray(REFERENCE["vectors"], dtype=np.float32)
+    native = OnnxEmbedder(variant="int8").embed(REFERENCE["sentences"])
+
+    def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+    assert avx2.shape == (3, 384)
+    assert cosines(avx2, reference).min() >= REFERENCE_COSINE["int8"]
+    assert cosines(avx2, native).min() >= 0.99
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int8"])
@@ -127,7 +192,7 @@ def test_new_indexes_get_the_cpu_rule_by_default(tmp_path: Path) -> None:
     env = {"SS_CONFIG_PATH": str(tmp_path / "config.json"), "SS_INDEX_PATH": str(tmp_path / "i")}
     settings = load_settings(env)
     assert settings.model_variant == "auto"
-    expected = VARIANTS[default_variant()].model_id  # int8 on a VNNI CPU, else fp32
+    expected = VARIANTS[default_variant()].model_id  # int8 on an AVX2 CPU, else fp32
     assert Index(settings).embedder.model_id == expected
     assert OnnxEmbedder().model_id == expected
 

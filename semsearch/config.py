@@ -36,9 +36,10 @@ DEFAULT_CHUNKS = ChunkSettings()
 DEFAULT_TOP_K = 5  # results per search
 DEFAULT_MAX_FILE_SIZE = 500_000  # bytes: larger text files are skipped, extracted text is capped
 DEFAULT_IGNORE_FILE = ".indexignore"
-SKIPPED_KINDS = ("lockfile", "minified", "sourcemap", "data")
+SKIPPED_KINDS = ("lockfile", "minified", "sourcemap", "data", "venv")
 """Kinds of text file left out of the index unless named in ``indexKinds``
-(:func:`semsearch.filetype.skipped_kind`)."""
+(:func:`semsearch.filetype.skipped_kind`; "venv": the folders below the root that hold a
+``pyvenv.cfg``, :mod:`semsearch.listing`)."""
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
 """Listing the files of one folder that semsearch may read (the indexer, grep and cat_file).
 
-:func:`list_files` works in one of two modes. Inside a git work tree, git decides what is ignored
-(``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``); elsewhere the folder is
-walked, its ``.gitignore`` files at every depth apply as git applies them, and
+:func:`list_files` works in one of two modes. Inside a git work tree, git decides what is
+ignored (``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``); elsewhere the
+folder is walked, its ``.gitignore`` files at every depth apply as git applies them, and
 :data:`~semsearch.ignore.DEFAULT_IGNORE_PATTERNS` too. In both modes the secret-file list, the
 folder's ``.indexignore``, the global ignore file, the UTF-8 name check, the binary-extension
 list, a regular-file check, a size cap and the skipped kinds (lockfiles, minified files, source
-maps, data files) apply on top (:mod:`semsearch.ignore`, :mod:`semsearch.filetype`). Nothing
-here raises for a missing folder or an unreadable entry: such problems come back in
-:attr:`Listing.errors` and :attr:`Listing.warnings`.
+maps, data files, and the Python virtual environments below the root) apply on top
+(:mod:`semsearch.ignore`, :mod:`semsearch.filetype`). Nothing here raises for a missing folder
+or an unreadable entry: such problems come back in :attr:`Listing.errors` and
+:attr:`Listing.warnings`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from semsearch.ignore import (
 )
 
 _GIT_TIMEOUT = 300.0
+# A folder below the root holding this file is a Python virtual environment (venv, virtualenv):
+# third-party code, skipped whatever its name (the "venv" kind of ``indexKinds``).
+VENV_MARKER = "pyvenv.cfg"
+VENV_REASON = "virtual environment (pyvenv.cfg)"
 _HEAD_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
@@ -189,9 +194,14 @@ def _git_ls_files(root: Path) -> list[str]:
 
 def _collect_git(root: Path, prefix: str, rels: list[str], rules: IgnoreRules, acc: _Acc) -> None:
     """Filter git's paths (relative to ``root``, which is ``prefix`` below the listing root)."""
+    venvs = _venvs_among(rels, rules)
+    for venv in sorted(venvs):
+        acc.skipped.append(Skip(prefix + venv + "/", VENV_REASON))
     for raw in rels:
         name = raw.rstrip("/")
         if name.startswith("/") or ".." in name.split("/"):
+            continue
+        if venvs and _under(name, venvs):
             continue
         rel = prefix + name
         shown = rel + "/" if raw.endswith("/") else rel
@@ -221,6 +231,25 @@ def _collect_nested_repo(folder: Path, prefix: str, rules: IgnoreRules, acc: _Ac
     _collect_git(folder, prefix, rels, rules, acc)
 
 
+def _venvs_among(rels: list[str], rules: IgnoreRules) -> set[str]:
+    """The folders below the root that git's paths show to be Python virtual environments (they
+    hold a ``pyvenv.cfg``), unless ``indexKinds`` has "venv"."""
+    if "venv" in rules.settings.index_kinds:
+        return set()
+    return {rel[: -len(VENV_MARKER) - 1] for rel in rels if rel.endswith("/" + VENV_MARKER)}
+
+
+def _under(rel: str, folders: set[str]) -> bool:
+    """Whether ``rel`` lies inside one of ``folders`` (root-relative, no trailing slash)."""
+    parts = rel.split("/")
+    return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
+
+
+def _is_venv(folder: Path, rules: IgnoreRules) -> bool:
+    """Whether the walk should leave out this folder as a Python virtual environment."""
+    return "venv" not in rules.settings.index_kinds and (folder / VENV_MARKER).is_file()
+
+
 Gitignores = tuple[GitignoreFile, ...]
 
 
@@ -240,7 +269,11 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
                 acc.errors.append(Skip(rel, _os_reason(exc)))
                 continue
             if is_dir:
-                if entry.name != ".git" and _keep_name(rel + "/", rules, gitignores, acc):
+                if entry.name == ".git" or not _keep_name(rel + "/", rules, gitignores, acc):
+                    continue
+                if _is_venv(Path(entry.path), rules):
+                    acc.skipped.append(Skip(rel + "/", VENV_REASON))
+                else:
                     subdirs.append((rel + "/", gitignores))
             elif _keep_name(rel, rules, gitignores, acc):
                 _keep_entry(entry, rel, rules, acc)

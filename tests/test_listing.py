@@ -581,3 +581,61 @@ def test_walk_mode_does_not_follow_a_symlinked_gitignore(folder: Path, tmp_path:
     (folder / ".gitignore").symlink_to(tmp_path / "elsewhere")
     assert rels(list_files(folder)) == ["a.md"]
     assert Skip(".gitignore", "symlink") in list_files(folder).skipped
+
+
+VENV_TRACKED = {"app.py": "print('app')\n", "tools/run.py": "run()\n", "notvenv/lib.py": "z = 3\n"}
+VENV_FILES = {
+    "env311/pyvenv.cfg": "home = /usr/bin\n",
+    "env311/lib/python3.11/site-packages/pkg/mod.py": "x = 1\n",
+    "env311/bin/activate.py": "# activate\n",
+    "tools/.venv-old/pyvenv.cfg": "home = /usr/bin\n",
+    "tools/.venv-old/lib/site.py": "y = 2\n",
+    "notvenv/pyvenv.txt": "not the marker\n",
+}
+VENV_SKIPS = [
+    Skip("env311/", "virtual environment (pyvenv.cfg)"),
+    Skip("tools/.venv-old/", "virtual environment (pyvenv.cfg)"),
+]
+
+
+@needs_git
+@pytest.mark.parametrize("mode", ["walk", "git"])
+def test_virtual_environments_are_skipped_whatever_their_name(folder: Path, mode: str) -> None:
+    """A folder holding pyvenv.cfg is a venv: third-party code nobody searches, left out in
+    both modes (git lists an untracked one that no .gitignore names file by file)."""
+    if mode == "git":
+        make_repo(folder, VENV_TRACKED, VENV_FILES)
+    else:
+        make_tree(folder, {**VENV_TRACKED, **VENV_FILES})
+    listing = list_files(folder)
+    assert (listing.mode, rels(listing)) == (
+        mode,
+        ["app.py", "notvenv/lib.py", "notvenv/pyvenv.txt", "tools/run.py"],
+    )
+    assert [skip for skip in listing.skipped if skip.rel.endswith("/")] == VENV_SKIPS
+
+
+@needs_git
+@pytest.mark.parametrize("mode", ["walk", "git"])
+def test_index_kinds_venv_lists_virtual_environments(folder: Path, mode: str) -> None:
+    if mode == "git":
+        make_repo(folder, VENV_TRACKED, VENV_FILES)
+    else:
+        make_tree(folder, {**VENV_TRACKED, **VENV_FILES})
+    listing = list_files(folder, IgnoreSettings(index_kinds=frozenset({"venv"})))
+    assert {
+        "env311/lib/python3.11/site-packages/pkg/mod.py",
+        "tools/.venv-old/lib/site.py",
+    } <= set(rels(listing))
+    assert not [skip for skip in listing.skipped if skip.rel.endswith("/")]
+
+
+def test_a_virtual_environment_added_as_the_root_is_listed(folder: Path) -> None:
+    """The rule is for folders below the root: one asked for by name is indexed."""
+    make_tree(folder, VENV_FILES)
+    listing = list_files(folder / "env311")
+    assert rels(listing) == [
+        "bin/activate.py",
+        "lib/python3.11/site-packages/pkg/mod.py",
+        "pyvenv.cfg",
+    ]

@@ -12,16 +12,15 @@ mkdir -p "$(dirname "$out")"
 if [[ ! -e "$out" || "$here/avx2only.c" -nt "$out" ]]; then
     gcc -O2 -Wall -shared -fPIC -o "$out" "$here/avx2only.c"
 fi
-# The check: Python's own view of CPUID through numpy, under the preload.
-LD_PRELOAD="$out" python3 - <<'PY'
+# The check: what the process sees through CPUID under the preload (numpy's probe).
+LD_PRELOAD="$out" python3 -c '
 import sys
-try:
-    from numpy._core._multiarray_umath import __cpu_features__ as features
-except ImportError:
-    from numpy.core._multiarray_umath import __cpu_features__ as features
-hidden = sorted(name for name, on in features.items() if on and name.startswith("AVX512"))
-if hidden or not features.get("AVX2"):
-    sys.exit(f"avx2only: the preload did not take: AVX2={features.get('AVX2')}, seen {hidden}")
-PY
+from semsearch.model_files import cpu_features
+features = cpu_features()
+seen = sorted(name for name, on in features.items() if on and name.startswith("AVX512"))
+avx2 = features.get("AVX2")
+if seen or not avx2:
+    sys.exit(f"avx2only: the preload did not take: AVX2={avx2}, seen {seen}")
+'
 export LD_PRELOAD="$out${LD_PRELOAD:+:$LD_PRELOAD}"
 exec "$@"

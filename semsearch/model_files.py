@@ -86,16 +86,22 @@ def cpu_flags() -> frozenset[str]:
 
 
 def probed_flags() -> frozenset[str]:
-    """``{"avx2"}`` when numpy's runtime CPU probe saw AVX2, else empty (also when numpy's
-    private table of it, ``__cpu_features__``, is not where numpy 1.24-2.x keep it)."""
+    """``{"avx2"}`` when numpy's runtime CPU probe saw AVX2, else empty."""
+    return frozenset({"avx2"}) if cpu_features().get("AVX2") else frozenset()
+
+
+def cpu_features() -> dict[str, bool]:
+    """numpy's runtime CPU probe (CPUID on x86, on every OS): feature name (``AVX2``,
+    ``AVX512F``, ...) → found. Empty when numpy's private table of it, ``__cpu_features__``, is
+    not where numpy 1.24-2.x keep it."""
     for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
         try:
             features = getattr(importlib.import_module(module), "__cpu_features__", None)
         except ImportError:
             continue
         if isinstance(features, dict):
-            return frozenset({"avx2"}) if features.get("AVX2") else frozenset()
-    return frozenset()
+            return features
+    return {}
 
 
 def default_variant(flags: frozenset[str] | None = None, machine: str | None = None) -> str:

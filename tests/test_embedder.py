@@ -128,13 +128,11 @@ AVX2_ONLY = Path(__file__).parent.parent / "bench" / "avx2only.c"
 # The child embeds the reference sentences with int8 and says what CPUID showed it (numpy's probe).
 EMBED_INT8 = """
 import json, sys
-try:
-    from numpy._core._multiarray_umath import __cpu_features__ as features
-except ImportError:
-    from numpy.core._multiarray_umath import __cpu_features__ as features
 from semsearch.embedder import OnnxEmbedder
+from semsearch.model_files import cpu_features
 vectors = OnnxEmbedder(variant="int8").embed(json.loads(sys.argv[1]))
-seen = sorted(name for name, on in features.items() if on and name.startswith(("AVX2", "AVX512")))
+wide = ("AVX2", "AVX512")
+seen = sorted(name for name, on in cpu_features().items() if on and name.startswith(wide))
 print(json.dumps({"seen": seen, "vectors": vectors.tolist()}))
 """
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from semsearch.embedder import OnnxEmbedder
+from semsearch.model.embedder import OnnxEmbedder
 
 SUFFIXES = (".py", ".js", ".go")
 

@@ -15,7 +15,7 @@ fi
 # The check: what the process sees through CPUID under the preload (numpy's probe).
 LD_PRELOAD="$out" python3 -c '
 import sys
-from semsearch.model_files import cpu_features
+from semsearch.model.builds import cpu_features
 features = cpu_features()
 seen = sorted(name for name, on in features.items() if on and name.startswith("AVX512"))
 avx2 = features.get("AVX2")

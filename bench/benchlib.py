@@ -53,7 +53,7 @@ def machine() -> dict[str, Any]:
 def simd_flags() -> list[str]:
     """The x86 vector extensions this process sees through CPUID (numpy's dispatch probe), so a
     row run under bench/avx2only.sh says AVX2 where /proc/cpuinfo still lists AVX-512."""
-    from semsearch.model_files import cpu_features
+    from semsearch.model.builds import cpu_features
 
     features = cpu_features()
     wanted = ("AVX2", "AVX512F", "AVX512VNNI", "AVX512BF16", "AVXVNNI", "AMX_INT8")

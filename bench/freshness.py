@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import semsearch
-from semsearch.embedder import HashEmbedder
-from semsearch.mcp_server import Tools
+from semsearch.mcp.server import Tools
+from semsearch.model.embedder import HashEmbedder
 
 BASE = Path("/tmp/fresh10k/work")
 FILES = 10_000

@@ -38,7 +38,7 @@ from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
 
-from semsearch.cli import configure_process  # light: loads no numpy
+from semsearch.cli.commands import configure_process  # light: loads no numpy
 
 configure_process()  # what the CLI and the MCP server set up before numpy loads
 
@@ -55,9 +55,9 @@ from benchlib import (
 )
 
 from semsearch.config import BACKENDS, load_settings
-from semsearch.embedder import OnnxEmbedder
 from semsearch.index import Index
-from semsearch.ranking import POOL_MIN
+from semsearch.model.embedder import OnnxEmbedder
+from semsearch.search.ranking import POOL_MIN
 from semsearch.store import ChunkRecord, FileWrite, open_store
 
 CHUNKS_PER_FILE = 10
@@ -159,7 +159,7 @@ def recall(backend: str, path: Path, chunks: int) -> dict[str, float] | None:
     """Recall@10 and latency of the ANN vector arm against exact search (None without ANN)."""
     if backend != "lancedb":
         return None
-    from semsearch.store.lance import LanceStore  # optional extra: loaded only when chosen
+    from semsearch.store.lance.store import LanceStore  # optional extra: loaded only when chosen
 
     store = LanceStore(path)
     try:
@@ -230,7 +230,7 @@ def cold(work: Path, index_path: Path, backend: str) -> dict[str, Any]:
     for _ in range(3):
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-c", "import semsearch.cli"], env=env, cwd=work, check=True
+            [sys.executable, "-c", "import semsearch.cli.commands"], env=env, cwd=work, check=True
         )
         imports.append(time.perf_counter() - started)
     return {

@@ -55,12 +55,12 @@ WINDOW = 256
 def child(corpus: Path, out: Path, variant: str) -> int:
     """Runs in the child: import, load the model, index the corpus, write timings as JSON."""
     started = time.perf_counter()
-    from semsearch.cli import configure_process
+    from semsearch.cli.commands import configure_process
 
     configure_process()  # as `semsearch index` runs
     from semsearch.config import load_settings
-    from semsearch.embedder import OnnxEmbedder
     from semsearch.index import Index
+    from semsearch.model.embedder import OnnxEmbedder
 
     imported = time.perf_counter()
     settings = load_settings(os.environ)
@@ -119,7 +119,7 @@ def run_child(corpus: Path, work: Path, variant: str) -> dict[str, Any]:
 def stored_chunks(index_path: Path) -> tuple[list[str], int]:
     """Every chunk text in the index, through the store's API, and the index's bytes on disk
     (measured once the store is closed, so no WAL/SHM files of the reader are counted)."""
-    from semsearch.store.sqlite import SqliteStore
+    from semsearch.store.sqlite.store import SqliteStore
 
     store = SqliteStore(index_path)
     try:
@@ -136,7 +136,7 @@ def stored_chunks(index_path: Path) -> tuple[list[str], int]:
 
 def token_ids(texts: list[str]) -> list[list[int]]:
     """Model token ids with [CLS]/[SEP], clipped to the window as the embedder does."""
-    from semsearch.embedder import load_tokenizer
+    from semsearch.model.embedder import load_tokenizer
 
     path = Path(str(resources.files("semsearch") / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"))
     tokenizer = load_tokenizer(path)
@@ -151,8 +151,8 @@ def raw_model_speed(
     size, run as indexing runs them (the indexing session, one batch per worker thread at once);
     the variants take turns at each batch size so they see the same machine."""
     from semsearch.config import load_settings
-    from semsearch.embedder import OnnxEmbedder, model_inputs
-    from semsearch.model_run import batches, indexing_workers
+    from semsearch.model.embedder import OnnxEmbedder, model_inputs
+    from semsearch.model.run import batches, indexing_workers
 
     model_dir = load_settings(settings_env).model_dir
     embedders = {v: OnnxEmbedder(model_dir, variant=v) for v in variants}

@@ -23,7 +23,7 @@ import types
 
 import codesearch
 
-import semsearch.search
+import semsearch.search.fusion
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     settings, rest = argv[:split], argv[split + 1 :]
     modules = [m for name, m in sys.modules.items() if name.startswith("semsearch") and m]
-    assert semsearch.search  # imported so that the ranking modules are loaded
+    assert semsearch.search.fusion  # imported so that the ranking modules are loaded
     for setting in settings:
         name, _, value = setting.partition("=")
         owners = [m for m in modules if hasattr(m, name)]

@@ -56,29 +56,28 @@ _ERRORS = (
 )
 _HOMES: dict[str, str] = {  # where each public name is defined
     "Index": "semsearch.index",
-    "IndexReport": "semsearch.reports",
-    "Status": "semsearch.reports",
-    "FolderPlan": "semsearch.plan",
-    "FolderStatus": "semsearch.reports",
-    "FolderReport": "semsearch.indexer",
-    "FileEvent": "semsearch.indexer",
-    "Listing": "semsearch.listing",
-    "Hit": "semsearch.hits",
-    "FolderInfo": "semsearch.folders",
-    "resolve_folder": "semsearch.folders",
+    "IndexReport": "semsearch.indexing.report",
+    "Status": "semsearch.indexing.report",
+    "FolderPlan": "semsearch.indexing.plan",
+    "FolderStatus": "semsearch.indexing.report",
+    "FolderReport": "semsearch.indexing.pipeline",
+    "FileEvent": "semsearch.indexing.pipeline",
+    "Listing": "semsearch.files.listing",
+    "Hit": "semsearch.search.hits",
+    "FolderInfo": "semsearch.files.folders",
+    "resolve_folder": "semsearch.files.folders",
     "Settings": "semsearch.config",
     "load_settings": "semsearch.config",
-    "Embedder": "semsearch.embedder",
-    "OnnxEmbedder": "semsearch.embedder",
-    "HashEmbedder": "semsearch.embedder",
-    "configure_process": "semsearch.cli",
+    "Embedder": "semsearch.model.embedder",
+    "OnnxEmbedder": "semsearch.model.embedder",
+    "HashEmbedder": "semsearch.model.embedder",
+    "configure_process": "semsearch.cli.commands",
     **dict.fromkeys(_ERRORS, "semsearch.errors"),
 }
 
 if TYPE_CHECKING:
-    from semsearch.cli import configure_process
+    from semsearch.cli.commands import configure_process
     from semsearch.config import Settings, load_settings
-    from semsearch.embedder import Embedder, HashEmbedder, OnnxEmbedder
     from semsearch.errors import (
         ConfigError,
         ExtractError,
@@ -91,13 +90,14 @@ if TYPE_CHECKING:
         StoreError,
         UsageError,
     )
-    from semsearch.folders import FolderInfo, resolve_folder
-    from semsearch.hits import Hit
+    from semsearch.files.folders import FolderInfo, resolve_folder
+    from semsearch.files.listing import Listing
     from semsearch.index import Index
-    from semsearch.indexer import FileEvent, FolderReport
-    from semsearch.listing import Listing
-    from semsearch.plan import FolderPlan
-    from semsearch.reports import FolderStatus, IndexReport, Status
+    from semsearch.indexing.pipeline import FileEvent, FolderReport
+    from semsearch.indexing.plan import FolderPlan
+    from semsearch.indexing.report import FolderStatus, IndexReport, Status
+    from semsearch.model.embedder import Embedder, HashEmbedder, OnnxEmbedder
+    from semsearch.search.hits import Hit
 
 
 def __getattr__(name: str) -> Any:

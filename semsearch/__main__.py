@@ -1,5 +1,5 @@
 """``python -m semsearch``: the same entry point as the ``semsearch`` command."""
 
-from semsearch.cli import main_exit
+from semsearch.cli.commands import main_exit
 
 main_exit()

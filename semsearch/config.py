@@ -16,16 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from semsearch.chunking import DOCUMENT_OVERLAP_TOKENS, DOCUMENT_TARGET_TOKENS, ChunkSettings
 from semsearch.errors import ConfigError
-from semsearch.ranking import RRF_K
+from semsearch.search.ranking import RRF_K
+from semsearch.text.chunking import DOCUMENT_OVERLAP_TOKENS, DOCUMENT_TARGET_TOKENS, ChunkSettings
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
-MODEL_VARIANTS = ("auto", "fp32", "int8")  # builds of the default model (see semsearch.embedder)
+MODEL_VARIANTS = (
+    "auto",
+    "fp32",
+    "int8",
+)  # builds of the default model (see semsearch.model.embedder)
 LANCEDB_MISSING = (
     "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb extra, "
     'which is not installed. Install it with: pip install "semsearch[lancedb]"'
@@ -38,8 +42,8 @@ DEFAULT_MAX_FILE_SIZE = 500_000  # bytes: larger text files are skipped, extract
 DEFAULT_IGNORE_FILE = ".indexignore"
 SKIPPED_KINDS = ("lockfile", "minified", "sourcemap", "data", "venv")
 """Kinds of text file left out of the index unless named in ``indexKinds``
-(:func:`semsearch.filetype.skipped_kind`; "venv": the folders below the root that hold a
-``pyvenv.cfg``, :mod:`semsearch.listing`)."""
+(:func:`semsearch.files.filetype.skipped_kind`; "venv": the folders below the root that hold a
+``pyvenv.cfg``, :mod:`semsearch.files.listing`)."""
 
 
 @dataclass(frozen=True)
@@ -409,7 +413,7 @@ def move_root(config_path: Path, old: Path, new: Path) -> bool:
 
 
 def remove_roots(config_path: Path, folders: Sequence[Path]) -> RootChange:
-    """Remove folders from the config, as resolved by :func:`semsearch.folders.resolve_folder`.
+    """Remove folders from the config, as resolved by :func:`~.folders.resolve_folder`.
 
     Folders are compared as real paths; one that is not configured comes back in ``unchanged``.
     """

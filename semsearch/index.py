@@ -20,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from semsearch.chunking import ChunkSettings
 from semsearch.config import (
     Mode,
     RootChange,
@@ -30,28 +29,28 @@ from semsearch.config import (
     move_root,
     roots_holding,
 )
-from semsearch.embedder import Embedder, OnnxEmbedder
 from semsearch.errors import ModelMismatchError, UsageError
-from semsearch.filetype import BINARY_EXTENSIONS
-from semsearch.folders import (
+from semsearch.files.filetype import BINARY_EXTENSIONS
+from semsearch.files.folders import (
     FolderInfo,
     check_move,
     check_not_nested,
     looks_moved,
     resolve_folder,
 )
-from semsearch.hits import Hit
-from semsearch.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
-from semsearch.indexer import (
+from semsearch.files.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
+from semsearch.files.listing import list_files
+from semsearch.indexing.pipeline import (
     FileEvent,
     FolderReport,
     Indexer,
     IndexerSettings,
 )
-from semsearch.listing import list_files
-from semsearch.plan import FolderPlan, is_same, plan_folder
-from semsearch.reports import FolderStatus, IndexReport, MoveReport, Status
-from semsearch.search import SearchOptions, search
+from semsearch.indexing.plan import FolderPlan, is_same, plan_folder
+from semsearch.indexing.report import FolderStatus, IndexReport, MoveReport, Status
+from semsearch.model.embedder import Embedder, OnnxEmbedder
+from semsearch.search.fusion import SearchOptions, search
+from semsearch.search.hits import Hit
 from semsearch.store import (
     FileState,
     Folder,
@@ -61,9 +60,10 @@ from semsearch.store import (
     open_store,
     write_lock,
 )
+from semsearch.text.chunking import ChunkSettings
 
 if TYPE_CHECKING:
-    from semsearch.changes import ChangeMonitor
+    from semsearch.files.changes import ChangeMonitor
 
 # pending_work counts pending path vectors up to this many (more only start a larger run)
 PENDING_PATHS_COUNTED = 1_000
@@ -217,10 +217,12 @@ class Index:
     ) -> None:
         """Index the folders, then again whenever :meth:`pending_work` finds something, checking
         every ``interval`` seconds, until ``stop`` is set (or the caller is interrupted). The
-        check is skipped while a :class:`~semsearch.changes.ChangeMonitor` saw no change."""
+        check is skipped while a :class:`~semsearch.files.changes.ChangeMonitor` saw no change."""
         chosen = self._roots(roots)
         stop = stop or threading.Event()
-        from semsearch.changes import ChangeMonitor  # inotify via ctypes: only what watch needs
+        from semsearch.files.changes import (
+            ChangeMonitor,  # inotify via ctypes: only what watch needs
+        )
 
         monitor = ChangeMonitor()
         try:
@@ -265,7 +267,7 @@ class Index:
         """Top-k chunks for a query; filters apply before ranking.
 
         ``folder`` is a folder name or path, resolved among :meth:`folders` by
-        :func:`~semsearch.folders.resolve_folder` (an ambiguous name is refused).
+        :func:`~semsearch.files.folders.resolve_folder` (an ambiguous name is refused).
         """
         chosen = None
         if folder is not None:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from semsearch.config import Settings, load_settings
-from semsearch.embedder import HashEmbedder
 from semsearch.index import Index
+from semsearch.model.embedder import HashEmbedder
 from semsearch.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 
 def library_tokenizer(path: Path) -> Tokenizer:
     """The ``tokenizers`` library's reading of a tokenizer.json (a dev dependency: the reference
-    semsearch.wordpiece is compared with), truncation and padding off as semsearch uses it."""
+    semsearch.model.wordpiece is compared with), truncation and padding off as semsearch uses it."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(path))

@@ -1,4 +1,4 @@
-"""Tests for semsearch.access: safe reads of listed files, and reads confined to the folders."""
+"""Tests for files/access.py: safe reads of listed files, and reads confined to the folders."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.access import Locator, read_file_bytes, read_text
 from semsearch.errors import ExtractError, PathRefusedError
-from semsearch.ignore import IgnoreSettings
-from semsearch.listing import FileEntry, list_files
+from semsearch.files.access import Locator, read_file_bytes, read_text
+from semsearch.files.ignore import IgnoreSettings
+from semsearch.files.listing import FileEntry, list_files
 from tests.conftest import write_tree
 
 IGNORE = IgnoreSettings()

@@ -57,8 +57,11 @@ print(sorted(name for name in {HEAVY!r} if name in sys.modules))
     ("module", "code"),
     [
         ("semsearch", "dir(semsearch); semsearch.SemsearchError; semsearch.load_settings"),
-        ("semsearch.cli", "import semsearch; semsearch.configure_process()"),
-        ("semsearch.cli", "semsearch.cli.main(['--help']); semsearch.cli.main(['list'])"),
+        ("semsearch.cli.commands", "import semsearch; semsearch.configure_process()"),
+        (
+            "semsearch.cli.commands",
+            "semsearch.cli.commands.main(['--help']); semsearch.cli.commands.main(['list'])",
+        ),
     ],
 )
 def test_importing_the_package_and_the_cli_loads_nothing_heavy(module: str, code: str) -> None:

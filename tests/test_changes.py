@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from semsearch.changes import ChangeMonitor, Check
-from semsearch.cli import main
-from semsearch.ignore import IgnoreSettings
-from semsearch.mcp_server import Tools
+from semsearch.cli.commands import main
+from semsearch.files.changes import ChangeMonitor, Check
+from semsearch.files.ignore import IgnoreSettings
+from semsearch.mcp.server import Tools
 from tests.conftest import write_tree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")

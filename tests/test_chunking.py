@@ -1,4 +1,4 @@
-"""Tests for semsearch.chunking: verbatim slices, window limits, overlap and the seed's bugs."""
+"""Tests for text/chunking.py: verbatim slices, window limits, overlap and the seed's bugs."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import time
 import pytest
 from tokenizers import Tokenizer
 
-from semsearch.chunking import Chunk, ChunkSettings, TokenSpans, chunk_text
-from semsearch.embedder import OnnxEmbedder
 from semsearch.errors import ConfigError
-from semsearch.model_files import packaged_tokenizer
+from semsearch.model.builds import packaged_tokenizer
+from semsearch.model.embedder import OnnxEmbedder
+from semsearch.text.chunking import Chunk, ChunkSettings, TokenSpans, chunk_text
 from tests.conftest import library_tokenizer
 
 TOKENIZER_JSON = packaged_tokenizer()

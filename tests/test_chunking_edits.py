@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from semsearch.chunking import Chunk, ChunkSettings, chunk_text
+from semsearch.text.chunking import Chunk, ChunkSettings, chunk_text
 from tests.test_chunking import RegexSpans, assert_covers, assert_verbatim, overlap_tokens, words
 
 

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from semsearch import __version__, ranking
-from semsearch.cli import COMMANDS, _stored_model, build_parser, main
-from semsearch.cli_output import Progress, progress_line
+from semsearch import __version__
+from semsearch.cli.commands import COMMANDS, _stored_model, build_parser, main
+from semsearch.cli.output import Progress, progress_line
 from semsearch.config import load_settings
-from semsearch.embedder import VARIANTS, HashEmbedder, OnnxEmbedder
 from semsearch.index import Index
-from semsearch.indexer import FileEvent
+from semsearch.indexing.pipeline import FileEvent
+from semsearch.model.embedder import VARIANTS, HashEmbedder, OnnxEmbedder
+from semsearch.search import ranking
 from semsearch.store import ChunkRecord, FileWrite, open_store
 from tests.conftest import write_tree
 
@@ -182,8 +183,8 @@ def test_index_exits_1_when_a_folder_is_missing(
 LAZY = """
 import sys
 from semsearch import __version__
-from semsearch.cli import COMMANDS, build_parser, main
-from semsearch.cli_output import Progress, progress_line
+from semsearch.cli.commands import COMMANDS, build_parser, main
+from semsearch.cli.output import Progress, progress_line
 for argv in (["--help"], ["list"], ["add", sys.argv[1]], ["config"], ["status"],
              ["index", "--dry-run"]):
     try:
@@ -216,7 +217,7 @@ def test_remove_purges_a_folder_indexed_but_never_configured(
 
 
 def test_configure_process_respects_the_users_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from semsearch.cli import configure_process
+    from semsearch.cli.commands import configure_process
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.cli import main
+from semsearch.cli.commands import main
 from semsearch.config import load_settings
-from semsearch.embedder import OnnxEmbedder
 from semsearch.index import Index
+from semsearch.model.embedder import OnnxEmbedder
 from tests.conftest import BACKENDS, write_tree
 from tests.docgen import write_docx, write_pdf
 

@@ -15,7 +15,10 @@ import pytest
 
 import semsearch
 from semsearch.config import load_settings
-from semsearch.embedder import (
+from semsearch.errors import ConfigError, ModelError
+from semsearch.index import Index
+from semsearch.model.builds import Variant, packaged_tokenizer, probed_flags
+from semsearch.model.embedder import (
     INT8_MODEL_NAME,
     INT8_MODEL_SHA256,
     VARIANTS,
@@ -25,9 +28,6 @@ from semsearch.embedder import (
     default_variant,
     load_tokenizer,
 )
-from semsearch.errors import ConfigError, ModelError
-from semsearch.index import Index
-from semsearch.model_files import Variant, packaged_tokenizer, probed_flags
 from tests.conftest import write_tree
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
@@ -77,7 +77,7 @@ def test_corrupted_int8_model_is_refused(tmp_path: Path) -> None:
     data[len(data) // 2] ^= 0xFF
     model.write_bytes(bytes(data))
     script = (
-        "from semsearch.embedder import OnnxEmbedder\n"
+        "from semsearch.model.embedder import OnnxEmbedder\n"
         "from semsearch.errors import ModelError\n"
         "try:\n"
         "    OnnxEmbedder(variant='int8').embed(['hello'])\n"
@@ -128,8 +128,8 @@ AVX2_ONLY = Path(__file__).parent.parent / "bench" / "avx2only.c"
 # The child embeds the reference sentences with int8 and says what CPUID showed it (numpy's probe).
 EMBED_INT8 = """
 import json, sys
-from semsearch.embedder import OnnxEmbedder
-from semsearch.model_files import cpu_features
+from semsearch.model.embedder import OnnxEmbedder
+from semsearch.model.builds import cpu_features
 vectors = OnnxEmbedder(variant="int8").embed(json.loads(sys.argv[1]))
 wide = ("AVX2", "AVX512")
 seen = sorted(name for name, on in cpu_features().items() if on and name.startswith(wide))
@@ -275,11 +275,11 @@ def test_corrupt_model_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_the_model_runs_without_the_tokenizers_package() -> None:
-    # A BERT tokenizer.json is read by semsearch.wordpiece: `tokenizers` is a dev dependency
+    # A BERT tokenizer.json is read by semsearch.model.wordpiece: `tokenizers` is a dev dependency
     script = (
         "import sys\n"
         "sys.modules['tokenizers'] = None  # any import of it fails\n"
-        "from semsearch.embedder import OnnxEmbedder\n"
+        "from semsearch.model.embedder import OnnxEmbedder\n"
         "embedder = OnnxEmbedder(variant='fp32')\n"
         "print(embedder.embed(['retry a failed payment']).shape, embedder.token_spans('a,b'))\n"
     )
@@ -319,7 +319,7 @@ def test_another_kind_of_tokenizer_needs_the_tokenizers_package(tmp_path: Path) 
     script = (
         "import sys; from pathlib import Path\n"
         "sys.modules['tokenizers'] = None\n"
-        "from semsearch.embedder import load_tokenizer\n"
+        "from semsearch.model.embedder import load_tokenizer\n"
         "from semsearch.errors import ModelError\n"
         "try:\n"
         f"    load_tokenizer(Path({str(path)!r}))\n"

@@ -1,4 +1,4 @@
-"""Tests for semsearch.extract: decoding text files and extracting PDF/DOCX text."""
+"""Tests for semsearch.files.extract: decoding text files and extracting PDF/DOCX text."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from semsearch.errors import ExtractError
-from semsearch.extract import Extracted, decode_text, extract, has_text_bom, page_at
+from semsearch.files.extract import Extracted, decode_text, extract, has_text_bom, page_at
 from tests.docgen import write_docx, write_pdf
 
 

@@ -1,10 +1,10 @@
-"""Tests for semsearch.filetype: the binary-extension table, documents and the NUL sniff."""
+"""Tests for semsearch.files.filetype: the binary-extension table, documents and the NUL sniff."""
 
 from __future__ import annotations
 
 import pytest
 
-from semsearch.filetype import (
+from semsearch.files.filetype import (
     BINARY_EXTENSIONS,
     is_binary_content,
     is_document,

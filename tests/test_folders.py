@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from semsearch.config import Settings, add_roots, load_settings
-from semsearch.embedder import HashEmbedder
 from semsearch.errors import PathRefusedError, UsageError
-from semsearch.folders import (
+from semsearch.files.folders import (
     FolderInfo,
     configured_folders,
     holding_folder,
@@ -19,6 +18,7 @@ from semsearch.folders import (
     select_folders,
 )
 from semsearch.index import Index
+from semsearch.model.embedder import HashEmbedder
 from tests.conftest import write_tree
 
 

@@ -1,4 +1,4 @@
-"""Tests for semsearch.grep: exact search over the indexable files in a child process."""
+"""Tests for semsearch.files.grep: exact search over the indexable files in a child process."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from semsearch.errors import UsageError
-from semsearch.grep import GrepMatch, GrepOptions, excerpt, grep
-from semsearch.ignore import IgnoreSettings
+from semsearch.files.grep import GrepMatch, GrepOptions, excerpt, grep
+from semsearch.files.ignore import IgnoreSettings
 from tests.conftest import write_tree
 from tests.docgen import write_pdf
 

@@ -1,4 +1,4 @@
-"""Tests for semsearch.ignore: layered patterns, name checks and size caps, without the disk."""
+"""Tests for files/ignore.py: layered patterns, name checks and size caps, without the disk."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Literal
 
 import pytest
 
-from semsearch.cli import main
+from semsearch.cli.commands import main
 from semsearch.config import load_settings
 from semsearch.errors import ConfigError
-from semsearch.ignore import (
+from semsearch.files.ignore import (
     DEFAULT_SETTINGS,
     IgnoreRules,
     IgnoreSettings,

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from semsearch.chunking import chunk_text
 from semsearch.config import Settings
-from semsearch.embedder import FloatMatrix, HashEmbedder
 from semsearch.errors import LockedError, ModelMismatchError, UsageError
 from semsearch.index import Index
-from semsearch.indexer import FileEvent
+from semsearch.indexing.pipeline import FileEvent
+from semsearch.model.embedder import FloatMatrix, HashEmbedder
 from semsearch.store import open_store
+from semsearch.text.chunking import chunk_text
 from tests.conftest import BACKENDS, write_tree
 from tests.docgen import write_docx
 
@@ -211,7 +211,7 @@ def test_many_small_files_share_embedding_batches(settings: Settings, tmp_path: 
 KILL_SCRIPT = """
 import os, sys
 from semsearch.config import load_settings
-from semsearch.embedder import HashEmbedder
+from semsearch.model.embedder import HashEmbedder
 from semsearch.index import Index
 index = Index(load_settings(os.environ), embedder=HashEmbedder())
 def on_event(event):
@@ -292,7 +292,7 @@ import os, sys, time
 from pathlib import Path
 from typing import Any
 from semsearch.config import load_settings
-from semsearch.embedder import HashEmbedder
+from semsearch.model.embedder import HashEmbedder
 from semsearch.index import Index
 
 class Gate(HashEmbedder):

@@ -16,13 +16,14 @@ import pytest
 pytest.importorskip("lancedb", reason='needs the lancedb extra: pip install "semsearch[lancedb]"')
 
 from semsearch.config import Settings
-from semsearch.embedder import HashEmbedder
 from semsearch.errors import StoreError
 from semsearch.index import Index
-from semsearch.lexical import LexicalQuery
-from semsearch.store import ChunkRecord, FileWrite, lance
-from semsearch.store.lance import LanceStore
-from semsearch.store.lance_tables import retry
+from semsearch.model.embedder import HashEmbedder
+from semsearch.store import ChunkRecord, FileWrite
+from semsearch.store.lance import store as lance
+from semsearch.store.lance.store import LanceStore
+from semsearch.store.lance.tables import retry
+from semsearch.text.lexical import LexicalQuery
 from tests.conftest import write_tree
 
 
@@ -158,8 +159,8 @@ def test_search_uses_the_ann_index_through_the_same_code(
 
 READER = """
 import sys
-from semsearch.store.lance import LanceStore
-from semsearch.lexical import LexicalQuery
+from semsearch.store.lance.store import LanceStore
+from semsearch.text.lexical import LexicalQuery
 store = LanceStore(__import__("pathlib").Path(sys.argv[1]))
 print(len(store.lexical(LexicalQuery(("walrus",)), 10, None)), flush=True)
 sys.stdin.readline()

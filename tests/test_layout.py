@@ -62,7 +62,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_circle_in_the_package() -> None:
     graph = _graph()
-    assert "semsearch.store.sqlite" in graph and graph["semsearch.search"]
+    assert "semsearch.store.sqlite.store" in graph and graph["semsearch.search.fusion"]
     assert _cycle(graph) is None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from semsearch.lexical import (
+from semsearch.text.lexical import (
     chunk_terms,
     definitions,
     identifier_terms,

@@ -1,4 +1,4 @@
-"""Tests for semsearch.listing: discovery in git and walk mode, with the ignore rules on top."""
+"""Tests for files/listing.py: discovery in git and walk mode, with the ignore rules on top."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.cli import main
-from semsearch.ignore import IgnoreSettings
-from semsearch.listing import FileEntry, Listing, Skip, list_files
+from semsearch.cli.commands import main
+from semsearch.files.ignore import IgnoreSettings
+from semsearch.files.listing import FileEntry, Listing, Skip, list_files
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 is_root = hasattr(os, "geteuid") and os.geteuid() == 0

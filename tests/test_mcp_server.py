@@ -26,7 +26,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from semsearch.cli import main
+from semsearch.cli.commands import main
 from semsearch.store import write_lock
 from tests.conftest import write_tree
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import semsearch.embedder as embedder_module
-from semsearch.embedder import OnnxEmbedder
-from semsearch.model_files import VARIANTS, model_cache_dir, optimised_copy, variant_file
+import semsearch.model.embedder as embedder_module
+from semsearch.model.builds import VARIANTS, model_cache_dir, optimised_copy, variant_file
+from semsearch.model.embedder import OnnxEmbedder
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
 FP32 = variant_file(VARIANTS["fp32"])

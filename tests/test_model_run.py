@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from semsearch.embedder import OnnxEmbedder
 from semsearch.errors import ModelError
-from semsearch.model_run import (
+from semsearch.model.embedder import OnnxEmbedder
+from semsearch.model.run import (
     BATCH_TOKENS,
     MAX_WORKERS,
     batches,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from semsearch.config import Settings, add_roots, load_settings
-from semsearch.embedder import FloatMatrix, HashEmbedder
 from semsearch.errors import UsageError
 from semsearch.index import Index
+from semsearch.model.embedder import FloatMatrix, HashEmbedder
 from tests.conftest import BACKENDS, write_tree
 
 FILES = {

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from semsearch import named_files as named_module
-from semsearch import search
-from semsearch.cli_output import explain
-from semsearch.derived import per_refs
+from semsearch.cli.output import explain
 from semsearch.index import Index
-from semsearch.named_files import named_files
-from semsearch.ranking import query_info
+from semsearch.search import fusion as search
+from semsearch.search import named_files as named_module
+from semsearch.search.derived import per_refs
+from semsearch.search.named_files import named_files
+from semsearch.search.ranking import query_info
 from semsearch.store import FileRef
 from tests.conftest import BACKENDS, write_tree
 

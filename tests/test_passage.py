@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.access import Locator
 from semsearch.errors import PathRefusedError, SemsearchError, UsageError
-from semsearch.hits import Hit
-from semsearch.ignore import IgnoreSettings
+from semsearch.files.access import Locator
+from semsearch.files.ignore import IgnoreSettings
 from semsearch.index import Index
-from semsearch.passage import (
+from semsearch.search.hits import Hit
+from semsearch.search.passage import (
     TEXT_CAP_BYTES,
     LineRange,
     Passage,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from semsearch import ranking
 from semsearch.index import Index
-from semsearch.ranking import (
+from semsearch.search import ranking
+from semsearch.search.ranking import (
     STEM_NOTE,
     best_prior,
     chunk_priors,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.cli import main
+from semsearch.cli.commands import main
 from semsearch.config import Settings, load_settings
-from semsearch.embedder import HashEmbedder
 from semsearch.errors import DiskFullError
 from semsearch.index import Index
+from semsearch.model.embedder import HashEmbedder
 from semsearch.store.lock import read_only_message
 from tests.conftest import write_tree
 

@@ -15,7 +15,7 @@ from semsearch.store import ChunkRecord, FileWrite
 from semsearch.store import scan as scan_module
 from semsearch.store.exact import SCAN_MIN_ROWS, ExactVectors
 from semsearch.store.scan import QUERY_LEVEL, Int8Scan, VectorScan
-from semsearch.store.sqlite import SqliteStore
+from semsearch.store.sqlite.store import SqliteStore
 
 DIM = 384
 

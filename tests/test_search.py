@@ -12,17 +12,17 @@ from typing import Any, cast
 
 import pytest
 
-from semsearch import ranking
-from semsearch.cli_output import explain
+from semsearch.cli.output import explain
 from semsearch.config import Settings
-from semsearch.embedder import HashEmbedder
 from semsearch.errors import UsageError
-from semsearch.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.index import Index
-from semsearch.lexical import LexicalQuery
-from semsearch.ranking import DEFINITION_POOL
-from semsearch.search import SearchOptions, rrf, search
+from semsearch.model.embedder import HashEmbedder
+from semsearch.search import ranking
+from semsearch.search.fusion import SearchOptions, rrf, search
+from semsearch.search.hits import READ_AHEAD_STEP, Files, candidates, choose
+from semsearch.search.ranking import DEFINITION_POOL
 from semsearch.store import ChunkRow, FileRef, Store, open_store
+from semsearch.text.lexical import LexicalQuery
 from tests.conftest import BACKENDS, write_tree
 
 # How --explain names the priors at their current weights (semsearch/ranking.py).

@@ -25,11 +25,11 @@ from semsearch.errors import (
     ModelMismatchError,
     StoreError,
 )
-from semsearch.lexical import COLUMNS, LexicalQuery
 from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_lock
 from semsearch.store.exact import ExactVectors
-from semsearch.store.sqlite import SqliteStore
-from semsearch.store.sqlite_schema import SCHEMA_VERSION, TABLES_SQL
+from semsearch.store.sqlite.schema import SCHEMA_VERSION, TABLES_SQL
+from semsearch.store.sqlite.store import SqliteStore
+from semsearch.text.lexical import COLUMNS, LexicalQuery
 from tests.conftest import BACKENDS, location
 
 
@@ -319,7 +319,7 @@ def test_selecting_lancedb_without_the_extra_says_what_to_install(
 def test_a_broken_lancedb_install_is_the_same_clear_error() -> None:
     code = (
         "import sys; sys.modules['lancedb'] = None\n"
-        "try:\n    import semsearch.store.lance\n"
+        "try:\n    import semsearch.store.lance.store\n"
         "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

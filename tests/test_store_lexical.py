@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.lexical import LexicalQuery
-from semsearch.store.sqlite import BM25_WEIGHTS, SqliteStore
-from semsearch.store.sqlite_lexical import LexicalReader, read_lexical
+from semsearch.store.sqlite.lexical import LexicalReader, read_lexical
+from semsearch.store.sqlite.store import BM25_WEIGHTS, SqliteStore
+from semsearch.text.lexical import LexicalQuery
 from tests.test_store import file_write
 
 Built = tuple[SqliteStore, LexicalReader, sqlite3.Connection]

@@ -16,8 +16,8 @@ import pytest
 from semsearch.errors import ReadOnlyError
 from semsearch.store import FileWrite, Store, text_hash
 from semsearch.store.exact import ExactVectors
-from semsearch.store.sqlite import SqliteStore
-from semsearch.store.sqlite_schema import FTS_SQL, SCHEMA_VERSION, TABLES_SQL, connect
+from semsearch.store.sqlite.schema import FTS_SQL, SCHEMA_VERSION, TABLES_SQL, connect
+from semsearch.store.sqlite.store import SqliteStore
 from tests.test_store import (
     CountingSource,
     assert_same_ranking,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.watcher import DirectoryWatcher, file_system_magic, remote_file_system
+from semsearch.files.watcher import DirectoryWatcher, file_system_magic, remote_file_system
 from tests.conftest import write_tree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")

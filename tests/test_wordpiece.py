@@ -1,4 +1,4 @@
-"""semsearch.wordpiece against the ``tokenizers`` library it replaces: same ids, same offsets.
+"""semsearch.model.wordpiece against the ``tokenizers`` library it replaces: same ids, same offsets.
 
 Every comparison runs both libraries on the same ``tokenizer.json`` (truncation and padding off)
 and compares whole results, for real text (this repository and Python's standard library), a
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from semsearch.model_files import packaged_tokenizer
-from semsearch.wordpiece import Encoding, WordPiece
+from semsearch.model.builds import packaged_tokenizer
+from semsearch.model.wordpiece import Encoding, WordPiece
 from tests.conftest import library_tokenizer
 
 TOKENIZER_JSON = packaged_tokenizer()
@@ -214,7 +214,7 @@ def test_matches_on_every_code_point(reference: Tokenizer, ours: WordPiece) -> N
 
 
 def test_matches_on_long_text(reference: Tokenizer, ours: WordPiece) -> None:
-    text = (REPO / "semsearch" / "wordpiece.py").read_text(encoding="utf-8") * 5
+    text = (REPO / "semsearch" / "model" / "wordpiece.py").read_text(encoding="utf-8") * 5
     _assert_same(reference, ours, [text, "ab " * 30_000, "é" * 30_000, "中" * 20_000], True)
 
 

@@ -22,7 +22,7 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.lock import LockHolder, write_lock
-from semsearch.store.sqlite import SqliteStore
+from semsearch.store.sqlite.store import SqliteStore
 
 __all__ = [
     "ChunkRecord",
@@ -49,7 +49,9 @@ def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
     chosen but its extra is not installed.
     """
     if backend == "lancedb":
-        from semsearch.store.lance import LanceStore  # optional extra: loaded only when chosen
+        from semsearch.store.lance.store import (
+            LanceStore,  # optional extra: loaded only when chosen
+        )
 
         return LanceStore(path, create=create)
     return SqliteStore(path, create=create)

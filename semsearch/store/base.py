@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from semsearch.lexical import LexicalQuery
+from semsearch.text.lexical import LexicalQuery
 
 IdArray = np.ndarray[Any, np.dtype[np.int64]]
 FloatArray = np.ndarray[Any, np.dtype[np.float32]]
@@ -110,8 +110,8 @@ class FileRef:
 class Store(Protocol):
     """What the indexer, search and :class:`semsearch.index.Index` need from an index backend.
 
-    Two backends implement it: ``SqliteStore`` (one SQLite file, :mod:`semsearch.store.sqlite`)
-    and ``LanceStore`` (a LanceDB folder, :mod:`semsearch.store.lance`); ``open_store`` picks
+    Two backends implement it: ``SqliteStore`` (one SQLite file, :mod:`.sqlite.store`)
+    and ``LanceStore`` (a LanceDB folder, :mod:`semsearch.store.lance.store`); ``open_store`` picks
     one. Reads may run while another process writes; writers serialise on ``write_lock``, which
     the caller holds. Folder, file and chunk ids are the store's integers; chunk ids are never
     reused. Every write may raise ``StoreError`` when the index cannot be written.

@@ -1,0 +1,1 @@
+"""The ``semsearch`` command: parse, call the library, print (:mod:`.commands`, :mod:`.output`)."""

@@ -1,0 +1,492 @@
+"""The ``semsearch`` command: a thin adapter over :mod:`semsearch.index` and :mod:`.config`.
+
+Exit codes: 0 success, 1 failure, 2 usage error. Results go to stdout; progress, warnings and
+errors to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from semsearch import __version__
+from semsearch.cli.output import Progress, print_hits, print_plan, print_report, print_status
+from semsearch.config import MODES, Settings, load_settings, remove_roots
+from semsearch.errors import SemsearchError, UsageError
+from semsearch.files.folders import resolve_folder
+
+if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
+    from semsearch.index import Index
+    from semsearch.indexing.report import IndexReport
+    from semsearch.model.embedder import Embedder
+    from semsearch.store import LockHolder
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+# Set before numpy loads (numpy is imported only inside the commands). OpenBLAS's worker threads
+# spin after every call; the one matrix-vector product of a search gains little from them (100k
+# chunks: 3.5 vs 4.9 ms) while their spinning halves the speed of the ONNX query embedding and
+# the SQLite work beside it (10k-chunk hybrid search p50 7.4 -> 4.8 ms; bench/RESULTS.md).
+# A user's own setting wins. Library users who search in a loop may want the same.
+THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+M_ARENA_MAX = -8  # glibc's mallopt parameter number
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+EXAMPLES = """\
+examples:
+  semsearch add ~/notes ~/src/my-api     # configure folders
+  semsearch index                        # index them (incremental; run again any time)
+  semsearch search "how are failed payments retried" -k 10
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (subcommands and their flags)."""
+    parser = argparse.ArgumentParser(
+        prog="semsearch",
+        description="Local semantic search over your files: hybrid BM25 + embeddings, offline.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_global_flags(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add = sub.add_parser("add", help="add folders to the configuration")
+    add.add_argument("paths", nargs="+", metavar="PATH", help="folders to add")
+    remove = sub.add_parser("remove", aliases=["rm"], help="remove folders (and purge them)")
+    remove.add_argument(
+        "targets", nargs="+", metavar="NAME|PATH", help="folders to remove, by name or path"
+    )
+    remove.add_argument(
+        "--keep-index", action="store_true", help="leave their chunks searchable (default: purge)"
+    )
+    sub.add_parser("list", aliases=["ls"], help="list configured folders")
+    sub.add_parser("config", help="show where config, index and model live")
+    sub.add_parser("status", help="folders, files, chunks, index size, model, changes")
+    index = sub.add_parser("index", help="index configured folders (or PATH) incrementally")
+    index.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH",
+        help="index only this folder (default: the configured folders)",
+    )
+    index.add_argument(
+        "--force",
+        action="store_true",
+        help="re-read and re-embed everything (default: new and changed files)",
+    )
+    index.add_argument(
+        "--max-files", type=_positive, metavar="N", help="stop after N files (default: no limit)"
+    )
+    index.add_argument(
+        "--dry-run", action="store_true", help="list what would be indexed and skipped, and why"
+    )
+    index.add_argument("--json", action="store_true", help="print a JSON summary")
+    index.add_argument(
+        "-v", "--verbose", action="store_true", help="one line per file, with skip reasons"
+    )
+    index.add_argument(
+        "--watch", action="store_true", help="keep indexing changes until interrupted"
+    )
+    search = sub.add_parser("search", help="search the index")
+    search.add_argument("query", nargs="+", help="what to look for, in plain words or names")
+    search.add_argument(
+        "-k",
+        "--top-k",
+        type=_positive,
+        metavar="N",
+        dest="k",
+        help="number of results (default: defaultTopK in the config, 5)",
+    )
+    search.add_argument(
+        "--folder", metavar="NAME", help="only this folder, by name or path (default: all folders)"
+    )
+    search.add_argument(
+        "--glob",
+        metavar="PAT",
+        help="only paths matching this gitignore-style glob (default: all files)",
+    )
+    search.add_argument("--mode", choices=MODES, help="ranking arms: %(choices)s (default: hybrid)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.add_argument("--files-only", action="store_true", help="print matching paths only")
+    search.add_argument(
+        "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
+    )
+    sub.add_parser("mcp", help="run the MCP stdio server")
+    move = sub.add_parser("move", help="give a moved folder's index to its new path")
+    move.add_argument("old", metavar="OLD", help="the folder's name or old path (may be gone)")
+    move.add_argument("new", metavar="NEW", help="the folder's new path (a directory)")
+    for command in dict.fromkeys(sub.choices.values()):  # aliases share a parser
+        _add_global_flags(command)
+    return parser
+
+
+def _add_global_flags(parser: argparse.ArgumentParser) -> None:
+    """``--index`` and ``--version``, accepted before or after the subcommand.
+
+    ``--index`` defaults to SUPPRESS on both levels, so that a value given before the subcommand
+    is not overwritten by the subcommand parser's default (:func:`main` fills in None).
+    """
+    parser.add_argument("--version", action="version", version=f"semsearch {__version__}")
+    parser.add_argument(
+        "--index",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="index file to use (default: SS_INDEX_PATH, else index.db in the XDG data dir)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the CLI's single error boundary."""
+    configure_process()
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    args.index = getattr(args, "index", None)
+    try:
+        settings = load_settings(os.environ, args.index)
+        code: int = COMMANDS[args.command](args, settings)
+        return code
+    except UsageError as exc:
+        print(f"semsearch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SemsearchError as exc:
+        print(f"semsearch: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        print(
+            "semsearch: interrupted; the index is consistent, run again to resume.", file=sys.stderr
+        )
+        return 130
+
+
+def configure_process() -> None:
+    """Process-wide settings of the CLI and the MCP server (the bench scripts apply them too).
+
+    Call before numpy is imported: OpenBLAS reads its thread count when it loads.
+    """
+    for name, value in THREAD_ENV.items():
+        os.environ.setdefault(name, value)
+    _cap_malloc_arenas()
+
+
+def _cap_malloc_arenas() -> None:
+    """At most two glibc malloc arenas, unless MALLOC_ARENA_MAX says otherwise.
+
+    glibc gives threads that allocate their own arenas; onnxruntime's workers and the search's
+    lexical thread each kept one. Two arenas took the peak RSS of indexing the cpython-mix corpus
+    from 302 to 295 MiB at the same speed (bench/RESULTS.md). Elsewhere (musl, macOS) a no-op.
+    """
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_ARENA_MAX, 2)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def main_exit() -> None:
+    """Console-script entry point."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `semsearch search ... | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)
+
+
+def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+    """``add PATH...``: never a folder twice, not even nested."""
+    from semsearch.index import Index
+
+    index = Index(settings)
+    try:
+        change = index.add(args.paths, Path.cwd())
+    finally:
+        index.close()
+    for path in change.changed:
+        print(f"added     {path}")
+    for path in change.unchanged:
+        print(f"already   {path}")
+    for inner, outer in change.taken_over:
+        print(f"merged    {inner} into {outer} (its index moved over, nothing re-embedded)")
+    for raw in change.rejected:
+        print(f"not a directory: {raw}", file=sys.stderr)
+    for path, owner in change.covered:
+        how = "configured" if owner in change.roots else "indexed (add that folder instead)"
+        print(f"not added: {path} is inside {owner}, which is already {how}", file=sys.stderr)
+    for path, old in change.moved:
+        print(
+            f"not added: {path}: it looks like {old} moved here: run `semsearch move {old} "
+            f"{path}` (keeps its index, nothing re-embedded), or `semsearch remove {old}` "
+            "first to add it as a new folder",
+            file=sys.stderr,
+        )
+    if change.changed or change.taken_over:
+        count = len(change.roots)
+        print(f"\n{count} folder{'s' if count != 1 else ''} configured in {settings.config_path}")
+        print("Next: semsearch index")
+    refused = change.rejected or change.covered or change.moved
+    return EXIT_FAIL if refused and not (change.changed or change.taken_over) else EXIT_OK
+
+
+def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
+    """``remove [--keep-index] NAME|PATH...``: nothing changes unless every target resolves."""
+    from semsearch.index import Index
+
+    index = Index(settings)
+    try:
+        known = [f for f in index.folders() if f.is_configured or not args.keep_index]
+        chosen = [resolve_folder(target, known, Path.cwd()).path for target in args.targets]
+        chosen = list(dict.fromkeys(chosen))
+        # The index first: if it cannot be written (read-only, disk full), the config stays too.
+        files = 0 if args.keep_index else sum(index.purge(path) for path in chosen)
+        change = remove_roots(settings.config_path, chosen)
+    finally:
+        index.close()
+    for path in change.changed:
+        print(f"removed   {path}")
+    if not args.keep_index:
+        print(f"purged    {files} file{'s' if files != 1 else ''} from the index")
+    if change.changed:
+        count = len(change.roots)
+        print(f"\n{count} folder{'s' if count != 1 else ''} remaining")
+        if args.keep_index:
+            print("Chunks left in place (--keep-index): run `semsearch remove` again to purge.")
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    """``list``"""
+    if not settings.roots:
+        print("No folders configured yet. Add one with:\n  semsearch add /path/to/your/project")
+        return EXIT_OK
+    width = max(len(root.name) for root in settings.roots)
+    for root in settings.roots:
+        note = "" if root.is_dir() else "  (missing on disk)"
+        print(f"{root.name.ljust(width)}  {root}{note}")
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    """``config``"""
+    note = "" if settings.config_exists else "  (not created yet: run `semsearch add`)"
+    model = str(settings.model_dir) if settings.model_dir else "all-MiniLM-L6-v2 int8 (built in)"
+    print(f"config file   {settings.config_path}{note}")
+    print(f"index         {settings.store_path}  ({settings.store_backend})")
+    print(f"model         {model}")
+    print(f"ignore file   {settings.global_ignore_file} (+ {settings.ignore_file} in each folder)")
+    roots = [str(r) for r in settings.roots] or ["(none configured)"]
+    print(f"folders       {roots[0]}")
+    for root in roots[1:]:
+        print(f"              {root}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """``status``"""
+    from semsearch.index import Index
+
+    index = Index(settings)
+    try:
+        status = index.status()
+    finally:
+        index.close()
+    print_status(status)
+    return EXIT_OK
+
+
+def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
+    """``index [PATH]``"""
+    from semsearch.index import Index, resolve_root
+
+    roots = [resolve_root(args.path)] if args.path else None
+    index = Index(settings)
+    if args.dry_run:
+        return _dry_run(index, roots, args.json)
+    progress = Progress(sys.stderr, args.verbose, show_errors=args.json)
+    if args.watch:
+        return _watch(index, roots, progress, args.json)
+    try:
+        report = index.update(
+            roots,
+            force=args.force,
+            max_files=args.max_files,
+            on_event=progress,
+            on_wait=_say_waiting(settings.store_path),
+        )
+    finally:
+        progress.clear()
+        index.close()
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        print_report(report)
+    return EXIT_FAIL if report.failed else EXIT_OK
+
+
+def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
+    """Tell stderr at once that this run waits for the one holding the writer lock."""
+
+    def say(holder: LockHolder) -> None:
+        print(
+            f"semsearch: waiting for the `semsearch index` run ({holder.describe()}) "
+            f"that is writing {index_path}...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return say
+
+
+def _watch(index: Index, roots: list[Path] | None, progress: Progress, as_json: bool) -> int:
+    """``index --watch``: a report per run (one JSON line each with --json) until Ctrl-C."""
+
+    def report(done: IndexReport) -> None:
+        progress.clear()
+        if as_json:
+            print(json.dumps(done.as_json()), flush=True)
+        else:
+            print_report(done)
+            sys.stdout.flush()
+
+    try:
+        index.watch(roots, on_report=report, on_event=progress)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        progress.clear()
+        index.close()
+    return EXIT_OK
+
+
+def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
+    try:
+        plans = index.plan(roots)
+    finally:
+        index.close()
+    print_plan(plans, as_json)
+    return EXIT_FAIL if any(plan.errors for plan in plans) else EXIT_OK
+
+
+def _stored_model(settings: Settings) -> str | None:
+    """The model id a SQLite index records, read without opening the store (which would import
+    numpy first), so a search can preload the session it will use; None when there is none."""
+    if settings.store_backend != "sqlite":
+        return None
+    import sqlite3
+
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{settings.store_path.as_uri()}?mode=ro", uri=True)
+        ) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'model_id'").fetchone()
+    except sqlite3.Error:  # no index yet, not an index, an old schema: the search will say
+        return None
+    return None if row is None else str(row[0])
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    """``search QUERY``"""
+    embedder: Embedder | None = None
+    if (args.mode or settings.default_mode) != "bm25":
+        from semsearch.model.embedder import OnnxEmbedder
+
+        # One query, then exit: an unoptimised session (built in ~0.04 s rather than ~0.17 s),
+        # started in a background thread (onnxruntime releases the GIL) while the rest of
+        # semsearch is imported and the index read.
+        embedder = OnnxEmbedder(settings.model_dir, one_shot=True, variant=settings.model_variant)
+        stored = _stored_model(settings)
+        if stored is not None:  # the build that made the index, as Index.search will pick
+            embedder = embedder.variant_for(stored)
+        embedder.preload()
+    from semsearch.index import Index
+
+    index = Index(settings, embedder=embedder)
+    try:
+        hits = index.search(
+            " ".join(args.query), k=args.k, folder=args.folder, glob=args.glob, mode=args.mode
+        )
+    finally:
+        index.close()
+    if args.files_only:
+        seen: list[str] = []
+        for hit in hits:
+            if hit.path not in seen:
+                seen.append(hit.path)
+        print("\n".join(seen)) if seen else None
+    elif args.json:
+        print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
+    else:
+        if args.explain and embedder is not None and hits:
+            from semsearch.search.ranking import FRAME_NOTE, embedding_text
+
+            embedded = embedding_text(" ".join(args.query))
+            if embedded != " ".join(args.query):  # the question's framing words left out
+                print(f"{FRAME_NOTE}: {embedded}")
+        print_hits(hits, args.explain)
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    """``mcp``: serve the index over stdio until stdin closes."""
+    from semsearch.mcp.server import serve  # the MCP SDK loads only for this command
+
+    serve(args.index)
+    return EXIT_OK
+
+
+def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
+    """``move OLD NEW``: the folder's files, chunks and config entry now belong to NEW."""
+    from semsearch.index import Index
+
+    index = Index(settings)
+    try:
+        report = index.move(args.old, args.new, Path.cwd())
+    finally:
+        index.close()
+    files = f"{report.files} indexed file{'s' if report.files != 1 else ''}"
+    print(f"moved     {report.old} -> {report.new}  ({files} kept, nothing to re-embed)")
+    if report.is_configured:
+        print("Next: semsearch index  (finds the moved files unchanged)")
+    else:
+        print(
+            f"{report.new} is not in the config: run `semsearch add {report.new}` to have "
+            "`semsearch index` and the MCP tools use it."
+        )
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Any] = {
+    "add": cmd_add,
+    "remove": cmd_remove,
+    "rm": cmd_remove,
+    "list": cmd_list,
+    "ls": cmd_list,
+    "config": cmd_config,
+    "status": cmd_status,
+    "index": cmd_index,
+    "search": cmd_search,
+    "mcp": cmd_mcp,
+    "move": cmd_move,
+}

@@ -1,0 +1,279 @@
+"""What the ``semsearch`` command prints: summaries, the dry-run plan, status, hits, progress.
+
+Results go to stdout; warnings, errors and progress to stderr. Counts follow one notion across
+``index --dry-run``, ``index`` and ``status``: *files* are the files that are (or would be)
+searchable, *skipped* every path left out with its reason, *errors* what failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # the heavy modules load inside the commands (see cli.cmd_search)
+    from semsearch.indexing.pipeline import FileEvent
+    from semsearch.indexing.plan import FolderPlan
+    from semsearch.indexing.report import IndexReport, Status
+    from semsearch.search.hits import Hit
+
+PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
+ETA_AFTER = 1.0  # seconds of indexing before the rate is trusted for an ETA
+
+
+def plural(count: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def print_plan(plans: list[FolderPlan], as_json: bool) -> None:
+    """``index --dry-run``: per folder the files that would be indexed, then what is skipped."""
+    if as_json:
+        print(json.dumps([_plan_json(plan) for plan in plans], indent=2))
+        return
+    for plan in plans:
+        total = sum(f.size for f in plan.files)
+        print(f"{plan.root}  ({plan.mode} mode)")
+        for entry in plan.files:
+            print(f"  {entry.size:>10,}  {entry.rel}")
+        for skip in plan.skipped:
+            print(f"  {'skipped':>10}  {skip.rel}  ({skip.reason})")
+        for error in plan.errors:
+            print(f"  {'error':>10}  {error.rel}  ({error.reason})")
+        for warning in plan.warnings:
+            print(f"  warning: {warning}")
+        print(
+            f"  {plural(len(plan.files), 'file')}, {total:,} bytes would be indexed; "
+            f"{len(plan.skipped)} skipped; {plural(len(plan.errors), 'error')}"
+        )
+
+
+def _plan_json(plan: FolderPlan) -> dict[str, object]:
+    return {
+        "root": str(plan.root),
+        "mode": plan.mode,
+        "files": [{"path": f.rel, "size": f.size} for f in plan.files],
+        "skipped": [{"path": s.rel, "reason": s.reason} for s in plan.skipped],
+        "errors": [{"path": s.rel, "reason": s.reason} for s in plan.errors],
+    }
+
+
+def print_report(report: IndexReport) -> None:
+    """The summary of an ``index`` run: one line per folder (and a total for several)."""
+    for number, folder in enumerate(report.folders, start=1):
+        print(f"[{number}/{len(report.folders)}] {folder.name}  {folder.path}")
+        for warning in folder.warnings:
+            print(f"  warning: {warning}", file=sys.stderr)
+        for problem in folder.problems:
+            print(f"  error: {problem.path}: {problem.reason}", file=sys.stderr)
+        if folder.failed:
+            continue
+        print(
+            f"  {plural(folder.files, 'file')} ({folder.indexed} indexed, "
+            f"{folder.unchanged} unchanged)  {folder.skipped} skipped  "
+            f"{plural(len(folder.problems), 'error')}  {folder.deleted} deleted  "
+            f"{folder.chunks} chunks written  {folder.seconds:.1f}s"
+            + ("  (truncated by --max-files)" if folder.truncated else "")
+        )
+    if report.chunks_embedded or report.chunks_pending or report.paths_embedded:  # second pass
+        waiting = f", {report.chunks_pending} still waiting" if report.chunks_pending else ""
+        paths = f", {plural(report.paths_embedded, 'file path')}" if report.paths_embedded else ""
+        print(
+            f"  vectors: {report.chunks_embedded} chunks embedded{waiting}{paths}"
+            f"  {report.seconds:.1f}s in all"
+        )
+    if len(report.folders) > 1:
+        errors = sum(len(f.problems) for f in report.folders)
+        print(
+            f"total  {plural(report.total('files'), 'file')} ({report.total('indexed')} indexed, "
+            f"{report.total('unchanged')} unchanged)  {report.total('skipped')} skipped  "
+            f"{plural(errors, 'error')}  {report.total('deleted')} deleted  "
+            f"{report.total('chunks')} chunks written  {report.seconds:.1f}s"
+        )
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "never"
+
+
+def print_status(status: Status) -> None:
+    """``status``: the index, then every configured or indexed folder."""
+    if status.exists:
+        model = f"{status.model[0]} (dim {status.model[1]})" if status.model else "none yet"
+        print(f"index         {status.index_path}  ({status.size_bytes / 1e6:.1f} MB)")
+        print(f"model         {model}")
+    else:
+        print(f"index         {status.index_path}  (not created yet: run `semsearch index`)")
+    print(f"folders       {len(status.folders)}")
+    if status.exists:
+        print(f"files         {status.files}")
+        print(f"skipped       {status.skipped}")
+        print(f"errors        {status.errors}")
+        print(f"chunks        {status.chunks}")
+        if status.chunks_pending:
+            print(f"pending       {status.chunks_pending} chunks waiting for vectors")
+    for row in status.folders:
+        info = row.info
+        missing = "" if Path(info.path).is_dir() else "  (missing on disk)"
+        unconfigured = "" if info.is_configured else "  (not configured)"
+        print(f"  {info.name}  {info.path}{missing}{unconfigured}")
+        if not row.is_indexed:
+            print("      not indexed yet: run `semsearch index`")
+            continue
+        print(
+            f"      {plural(info.files, 'file')}  {row.skipped} skipped  "
+            f"{plural(row.errors, 'error')}  {info.chunks} chunks  "
+            f"last indexed {_when(info.last_indexed)}  {row.changed} changed since"
+        )
+
+
+def explain(hit: Hit) -> str:
+    """The ``--explain`` line under a hit: its arm ranks and priors."""
+
+    def rank(value: int | None) -> str:
+        return f"#{value}" if value else "-"
+
+    lift = []
+    if hit.cosine_rank and hit.cosine_rank != hit.vector_rank:
+        lift = [f"cosine #{hit.cosine_rank}", "file lift"]
+    if hit.path_cosine is not None:  # the path term, part of the vector arm's lift
+        lift.append(f"path cosine {hit.path_cosine:.2f}")
+    vector = f"vector {rank(hit.vector_rank)}" + (f" ({', '.join(lift)})" if lift else "")
+    parts = [vector, f"bm25 {rank(hit.lexical_rank)}"]
+    if hit.definition_rank:
+        parts.append(f"definitions #{hit.definition_rank}")
+    if hit.named_rank:  # the named-files arm: the file's name is in the query
+        parts.append(f"named file #{hit.named_rank}")
+    if hit.coherence:  # the file's best chunk: its share of the best fused score, added
+        from semsearch.search.ranking import COHERENCE_NOTE
+
+        parts.append(f"{COHERENCE_NOTE} +{hit.coherence:.2f}")
+    parts.extend(hit.priors)
+    return "     " + "  ·  ".join(parts)
+
+
+def print_hits(hits: list[Hit], with_explain: bool = False) -> None:
+    """Search results as aligned rows; "No results." on stderr when there are none."""
+    if not hits:
+        print("No results.", file=sys.stderr)
+        return
+    rows = [
+        (
+            str(n),
+            h.folder,
+            f"{h.rel}:{h.start_line}" + (f" (p.{h.page})" if h.page else ""),
+            f"{h.score:.3f}",
+            " ".join(h.text.split())[:100],
+        )
+        for n, h in enumerate(hits, start=1)
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row, hit in zip(rows, hits, strict=True):
+        cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3)), row[4]]
+        print("  ".join(cells))
+        if with_explain:
+            print(explain(hit))
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def progress_line(event: FileEvent, width: int, eta: float | None = None) -> str:
+    """The live line for an event, at most ``width - 1`` characters (the cursor stays on the
+    line); a ``width`` below 1 (a terminal that reports no size) means no limit.
+
+    ``  folder  12/340 · 57 chunks · ETA 1m05s · path/of/the/file.py``; a path too long for the
+    width keeps its end.
+    """
+    head = f"  {event.folder}  {event.done}/{event.total} · {plural(event.chunks, 'chunk')} · "
+    if eta is not None:
+        head += f"ETA {_duration(eta)} · "
+    name = event.rel
+    if width < 1:
+        return head + name
+    room = width - 1 - len(head)
+    if len(name) > room:
+        name = "…" + name[len(name) - room + 1 :] if room > 1 else ""
+    return (head + name)[: width - 1]
+
+
+def terminal_columns(stream: TextIO) -> int:
+    """The width of the terminal behind ``stream``: ``COLUMNS`` when set, else what the terminal
+    reports (0 when it reports no size), else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = -1
+    if columns >= 0:
+        return columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+
+
+class Progress:
+    """One live status line on a TTY; with ``verbose`` a line per file (not the unchanged ones).
+
+    ``show_errors`` prints error events too; leave it off when the summary lists them, so each
+    error is printed once. ``columns`` and ``clock`` are seams for tests.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO,
+        verbose: bool,
+        show_errors: bool = False,
+        columns: Callable[[], int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._stream = stream
+        self._verbose = verbose
+        self._show_errors = show_errors
+        self._live = stream.isatty()
+        self._columns = columns or (lambda: terminal_columns(stream))
+        self._clock = clock
+        self._started = clock()
+        self._drawn: tuple[float, int] = (float("-inf"), -1)  # when, and the chunks shown
+        self._folder = ""
+
+    def __call__(self, event: FileEvent) -> None:
+        shown = event.action != "unchanged" and (event.action != "error" or self._show_errors)
+        if self._verbose and shown:
+            self.clear()
+            detail = f"  ({event.detail})" if event.detail else ""
+            print(f"  {event.action:<9} {event.folder}/{event.rel}{detail}", file=self._stream)
+        if not self._live:
+            return
+        now = self._clock()
+        if event.folder != self._folder:  # the rate is per folder
+            self._folder, self._started = event.folder, now
+        at, chunks = self._drawn
+        # Written chunks arrive in bursts (one event per file after each embedding batch): draw
+        # each, so the line never stops on a stale count.
+        if now - at < PROGRESS_INTERVAL and event.chunks == chunks:
+            return
+        self._drawn = (now, event.chunks)
+        elapsed = now - self._started
+        eta = None
+        if elapsed >= ETA_AFTER and event.done > 0:
+            eta = (event.total - event.done) * elapsed / event.done
+        line = progress_line(event, self._columns(), eta)
+        self._stream.write("\r\x1b[2K" + line)
+        self._stream.flush()
+
+    def clear(self) -> None:
+        """Erase the live line."""
+        if self._live:
+            self._stream.write("\r\x1b[2K")
+            self._stream.flush()

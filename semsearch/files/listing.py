@@ -1,0 +1,402 @@
+"""Listing the files of one folder that semsearch may read (the indexer, grep and cat_file).
+
+:func:`list_files` works in one of two modes. Inside a git work tree, git decides what is
+ignored (``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``); elsewhere the
+folder is walked, its ``.gitignore`` files at every depth apply as git applies them, and
+:data:`~semsearch.files.ignore.DEFAULT_IGNORE_PATTERNS` too. In both modes the secret-file list, the
+folder's ``.indexignore``, the global ignore file, the UTF-8 name check, the binary-extension
+list, a regular-file check, a size cap and the skipped kinds (lockfiles, minified files, source
+maps, data files, and the Python virtual environments below the root) apply on top
+(:mod:`.ignore`, :mod:`.filetype`). Nothing here raises for a missing folder or an unreadable
+entry: such problems come back in :attr:`Listing.errors` and :attr:`Listing.warnings`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from semsearch.files.filetype import MINIFIED_SNIFF_BYTES, minified_reason
+from semsearch.files.ignore import (
+    DEFAULT_SETTINGS,
+    GitignoreFile,
+    IgnoreRules,
+    IgnoreSettings,
+    gitignore_reason,
+    size_cap,
+    too_large_reason,
+)
+
+_GIT_TIMEOUT = 300.0
+# A folder below the root holding this file is a Python virtual environment (venv, virtualenv):
+# third-party code, skipped whatever its name (the "venv" kind of ``indexKinds``).
+VENV_MARKER = "pyvenv.cfg"
+VENV_REASON = "virtual environment (pyvenv.cfg)"
+_HEAD_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A regular file to read: ``rel`` is POSIX and relative to the root, ``path`` absolute."""
+
+    rel: str
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A path left out (or that failed), with a human-readable reason. Directories end in "/"."""
+
+    rel: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What :func:`list_files` found; ``files``, ``skipped`` and ``errors`` are sorted by rel."""
+
+    root: Path
+    mode: Literal["git", "walk"]
+    files: tuple[FileEntry, ...]
+    skipped: tuple[Skip, ...]
+    errors: tuple[Skip, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass
+class _Acc:
+    files: list[FileEntry] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    errors: list[Skip] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def listing(self, root: Path, mode: Literal["git", "walk"]) -> Listing:
+        def by_rel(item: FileEntry | Skip) -> str:
+            return item.rel
+
+        return Listing(
+            root=root,
+            mode=mode,
+            files=tuple(sorted(self.files, key=by_rel)),
+            skipped=tuple(sorted(self.skipped, key=by_rel)),
+            errors=tuple(sorted(self.errors, key=by_rel)),
+            warnings=tuple(self.warnings),
+        )
+
+
+class _GitFailure(Exception):
+    """git cannot list this folder; the message says why (one line)."""
+
+
+def list_files(root: Path, settings: IgnoreSettings = DEFAULT_SETTINGS) -> Listing:
+    """List the readable files under ``root`` (git mode in a work tree, else walk mode).
+
+    Never raises for a missing, non-directory or unreadable root: the listing then has one
+    ``errors`` entry with rel ".". When git is present but cannot be used (it fails, or an
+    enclosing repository ignores the root) the folder is walked and ``warnings`` says why.
+    """
+    acc = _Acc()
+    resolved, problem = _resolve_root(root)
+    if problem is not None:
+        acc.errors.append(Skip(".", problem))
+        return acc.listing(resolved, "walk")
+    if _has_git_marker(resolved):
+        try:
+            _check_work_tree(resolved)
+            rels = _git_ls_files(resolved)
+        except _GitFailure as exc:
+            acc.warnings.append(
+                f"{resolved}: {exc}; listed the folder without git (its .gitignore files "
+                "apply, .git/info/exclude and core.excludesFile do not)"
+            )
+        else:
+            _collect_git(resolved, "", rels, _load_rules(resolved, settings, "git", acc), acc)
+            return acc.listing(resolved, "git")
+    rules = _load_rules(resolved, settings, "walk", acc)
+    _collect_walk(resolved, rules, acc)
+    return acc.listing(resolved, "walk")
+
+
+def _resolve_root(root: Path) -> tuple[Path, str | None]:
+    """The absolute root and, when it cannot be listed, why."""
+    try:
+        resolved = root.resolve(strict=True)
+    except OSError as exc:
+        return root.absolute(), _os_reason(exc, missing="folder not found")
+    except RuntimeError:  # symlink loop on Python < 3.13
+        return root.absolute(), "symlink loop"
+    if not resolved.is_dir():
+        return resolved, "not a directory"
+    try:
+        with os.scandir(resolved):
+            pass
+    except OSError as exc:
+        return resolved, _os_reason(exc, missing="folder not found")
+    return resolved, None
+
+
+def _has_git_marker(root: Path) -> bool:
+    """True when root or a parent has a .git entry (so git may be worth asking)."""
+    return any((folder / ".git").exists() for folder in (root, *root.parents))
+
+
+def _run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run git with an argv list; raise _GitFailure when git cannot be run at all."""
+    argv = ["git", "--no-optional-locks", "-c", "core.quotepath=off", "-C", str(cwd), *args]
+    try:
+        return subprocess.run(
+            argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=_GIT_TIMEOUT, check=False
+        )
+    except FileNotFoundError as exc:
+        raise _GitFailure("git is not installed") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise _GitFailure(f"git took longer than {_GIT_TIMEOUT:.0f}s") from exc
+    except OSError as exc:
+        raise _GitFailure(f"git could not be run ({exc.strerror or exc})") from exc
+
+
+def _git_error(proc: subprocess.CompletedProcess[bytes]) -> _GitFailure:
+    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    detail = lines[0].removeprefix("fatal: ") if lines else f"exit status {proc.returncode}"
+    return _GitFailure(f"git failed: {detail}")
+
+
+def _check_work_tree(root: Path) -> None:
+    """Raise _GitFailure unless root is a work tree folder that git does not ignore."""
+    proc = _run_git(root, "rev-parse", "--is-inside-work-tree")
+    if proc.returncode != 0:
+        raise _git_error(proc)
+    if proc.stdout.strip() != b"true":
+        raise _GitFailure("the folder is not in a git work tree (inside a .git directory?)")
+    proc = _run_git(root, "check-ignore", "-q", ".")
+    if proc.returncode == 0:
+        raise _GitFailure("the folder is ignored by the enclosing git repository")
+    if proc.returncode != 1:
+        raise _git_error(proc)
+
+
+def _git_ls_files(root: Path) -> list[str]:
+    """Tracked and untracked-not-ignored paths under root, relative to it (sorted, unique)."""
+    proc = _run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    if proc.returncode != 0:
+        raise _git_error(proc)
+    # A conflicted path is listed once per stage, hence the set.
+    return sorted({os.fsdecode(raw) for raw in proc.stdout.split(b"\0") if raw})
+
+
+def _collect_git(root: Path, prefix: str, rels: list[str], rules: IgnoreRules, acc: _Acc) -> None:
+    """Filter git's paths (relative to ``root``, which is ``prefix`` below the listing root)."""
+    venvs = _venvs_among(rels, rules)
+    for venv in sorted(venvs):
+        acc.skipped.append(Skip(prefix + venv + "/", VENV_REASON))
+    for raw in rels:
+        name = raw.rstrip("/")
+        if name.startswith("/") or ".." in name.split("/"):
+            continue
+        if venvs and _under(name, venvs):
+            continue
+        rel = prefix + name
+        shown = rel + "/" if raw.endswith("/") else rel
+        reason = rules.reason(shown)
+        if reason is not None:
+            acc.skipped.append(Skip(shown, reason))
+            continue
+        path = root / name
+        info = _lstat(path, rel, acc)
+        if info is None:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            _collect_nested_repo(path, rel + "/", rules, acc)
+        else:
+            _keep_if_regular(rel, path, info, rules, acc)
+
+
+def _collect_nested_repo(folder: Path, prefix: str, rules: IgnoreRules, acc: _Acc) -> None:
+    """List a nested repository or submodule (git shows it as a directory) with its own git."""
+    if not (folder / ".git").exists():
+        return  # e.g. a submodule that was never checked out
+    try:
+        rels = _git_ls_files(folder)
+    except _GitFailure as exc:
+        acc.warnings.append(f"{prefix}: nested git repository not listed ({exc})")
+        return
+    _collect_git(folder, prefix, rels, rules, acc)
+
+
+def _venvs_among(rels: list[str], rules: IgnoreRules) -> set[str]:
+    """The folders below the root that git's paths show to be Python virtual environments (they
+    hold a ``pyvenv.cfg``), unless ``indexKinds`` has "venv"."""
+    if "venv" in rules.settings.index_kinds:
+        return set()
+    return {rel[: -len(VENV_MARKER) - 1] for rel in rels if rel.endswith("/" + VENV_MARKER)}
+
+
+def _under(rel: str, folders: set[str]) -> bool:
+    """Whether ``rel`` lies inside one of ``folders`` (root-relative, no trailing slash)."""
+    parts = rel.split("/")
+    return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
+
+
+def _is_venv(folder: Path, rules: IgnoreRules) -> bool:
+    """Whether the walk should leave out this folder as a Python virtual environment."""
+    return "venv" not in rules.settings.index_kinds and (folder / VENV_MARKER).is_file()
+
+
+Gitignores = tuple[GitignoreFile, ...]
+
+
+def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
+    """Walk root depth-first without following symlinks, pruning ignored directories; each
+    folder's ``.gitignore`` applies to it and below, a deeper one deciding first (as in git)."""
+    pending: list[tuple[str, Gitignores]] = [("", ())]
+    while pending:
+        prefix, gitignores = pending.pop()
+        gitignores = _with_gitignore(root, prefix, gitignores, acc)
+        subdirs: list[tuple[str, Gitignores]] = []
+        for entry in _scan(root / prefix, prefix, acc):
+            rel = prefix + entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError as exc:
+                acc.errors.append(Skip(rel, _os_reason(exc)))
+                continue
+            if is_dir:
+                if entry.name == ".git" or not _keep_name(rel + "/", rules, gitignores, acc):
+                    continue
+                if _is_venv(Path(entry.path), rules):
+                    acc.skipped.append(Skip(rel + "/", VENV_REASON))
+                else:
+                    subdirs.append((rel + "/", gitignores))
+            elif _keep_name(rel, rules, gitignores, acc):
+                _keep_entry(entry, rel, rules, acc)
+        pending.extend(reversed(subdirs))
+
+
+def _with_gitignore(root: Path, prefix: str, outer: Gitignores, acc: _Acc) -> Gitignores:
+    """``outer`` plus the folder's own .gitignore, when it has one (git does not follow a
+    symlinked .gitignore, nor does the walk)."""
+    path = root / prefix / ".gitignore"
+    if path.is_symlink() or not path.is_file():
+        return outer
+    lines = _read_ignore_file(path, acc)
+    return (*outer, GitignoreFile.parse(prefix, lines)) if lines else outer
+
+
+def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
+    """The entries of one folder sorted by name; [] (and an error) when it cannot be read."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except OSError as exc:
+        acc.errors.append(Skip(prefix or ".", _os_reason(exc)))
+        return []
+
+
+def _keep_entry(entry: os.DirEntry[str], rel: str, rules: IgnoreRules, acc: _Acc) -> None:
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return  # removed during the walk
+    except OSError as exc:
+        acc.errors.append(Skip(rel, _os_reason(exc)))
+        return
+    _keep_if_regular(rel, Path(entry.path), info, rules, acc)
+
+
+def _keep_name(rel: str, rules: IgnoreRules, gitignores: Gitignores, acc: _Acc) -> bool:
+    reason = rules.reason(rel) or gitignore_reason(gitignores, rel)
+    if reason is None:
+        return True
+    acc.skipped.append(Skip(rel, reason))
+    return False
+
+
+def _lstat(path: Path, rel: str, acc: _Acc) -> os.stat_result | None:
+    """lstat, or None: silently when the path vanished, with an error otherwise."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None  # deleted but still tracked, or removed during the walk
+    except OSError as exc:
+        acc.errors.append(Skip(rel, _os_reason(exc)))
+        return None
+
+
+def _keep_if_regular(
+    rel: str, path: Path, info: os.stat_result, rules: IgnoreRules, acc: _Acc
+) -> None:
+    """Add a FileEntry, or a Skip for a symlink, special file, file over its size cap or file
+    of a skipped kind."""
+    reason = _stat_reason(rel, info, rules)
+    if reason is None and rules.sniffs_minified(rel):
+        reason = minified_reason(_read_head(path))
+    if reason is not None:
+        acc.skipped.append(Skip(rel, reason))
+    else:
+        acc.files.append(FileEntry(rel, path, info.st_size, info.st_mtime_ns))
+
+
+def _stat_reason(rel: str, info: os.stat_result, rules: IgnoreRules) -> str | None:
+    cap = size_cap(rel, rules.settings)
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_size > cap:
+        return too_large_reason(info.st_size, cap)
+    return rules.kind_reason(rel, info.st_size)
+
+
+def _read_head(path: Path) -> bytes:
+    """The first bytes of a file for the minified sniff; b"" when it cannot be read (the
+    reader then reports the problem)."""
+    try:
+        fd = os.open(path, _HEAD_FLAGS)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, MINIFIED_SNIFF_BYTES)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _load_rules(
+    root: Path, settings: IgnoreSettings, mode: Literal["git", "walk"], acc: _Acc
+) -> IgnoreRules:
+    """Read the global ignore file, then the root's, and layer them (see IgnoreRules.build)."""
+    global_lines = None
+    if settings.global_ignore_file is not None:
+        global_lines = _read_ignore_file(settings.global_ignore_file, acc)
+    root_lines = _read_ignore_file(root / settings.ignore_file, acc)
+    return IgnoreRules.build(settings, mode, global_lines, root_lines)
+
+
+def _read_ignore_file(path: Path, acc: _Acc) -> list[str]:
+    """The lines of an ignore file; [] when absent, [] and a warning when unreadable."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        acc.warnings.append(f"{path}: cannot read ignore file ({_os_reason(exc)}); not applied")
+        return []
+
+
+def _os_reason(exc: OSError, missing: str = "not found") -> str:
+    """A short reason for an OSError: "permission denied", "not a directory", ..."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.ENOENT:
+        return missing
+    if exc.errno == errno.ENOTDIR:
+        return "not a directory"
+    return (exc.strerror or str(exc)).lower()

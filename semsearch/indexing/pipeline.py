@@ -1,0 +1,444 @@
+"""Incremental indexing in two passes: list → read → extract → chunk → write, then embed.
+
+The first pass (:meth:`Indexer.index_folder`) makes every file it reads searchable by the
+lexical arms: a file whose mtime and size are unchanged is skipped without being read, a changed
+mtime with the same sha256 only updates the stored mtime, and otherwise the file's row and chunks
+(text, FTS terms, definitions) are replaced in one transaction, written every ``FLUSH_CHUNKS``
+chunks. Chunks whose text is stored already (anywhere in the index) take that chunk's vector;
+the rest are left without one. Files that became empty, binary, too large or unreadable lose
+their chunks; files gone from disk are pruned.
+
+The second pass (:meth:`Indexer.embed_pending`) reads the texts of chunks still without a vector
+back from the store, ``EMBED_BATCH`` distinct texts at a time, embeds each once and stores the
+vector on every chunk of that text, then embeds the rel path of each file that has no path
+vector yet (``Store.pending_paths``). What a killed run left pending is found by the store, so
+the next run embeds only that. Memory stays bounded by one batch in either pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from semsearch.config import DEFAULT_MAX_FILE_SIZE
+from semsearch.errors import ExtractError
+from semsearch.files.access import read_file_bytes
+from semsearch.files.extract import Extracted, extract, page_at
+from semsearch.files.filetype import is_binary_content
+from semsearch.files.ignore import IgnoreSettings
+from semsearch.files.listing import FileEntry, Listing, list_files
+from semsearch.model.embedder import Embedder
+from semsearch.search.ranking import is_prose
+from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
+from semsearch.text.chunking import (
+    DOCUMENT_OVERLAP_TOKENS,
+    DOCUMENT_TARGET_TOKENS,
+    ChunkSettings,
+    chunk_text,
+)
+
+FLUSH_CHUNKS = 256  # chunks per first-pass write
+EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
+
+Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedded"]
+
+# Why a file unchanged since the run that skipped it is skipped again (by its stored status).
+STORED_SKIP_REASONS = {
+    "binary": "binary: binary content",
+    "empty": "empty: no text",
+    "too_large": "too_large: more text than maxFileSizeBytes",
+}
+
+
+def text_of(rel: str, data: bytes, max_text_size: int) -> tuple[Extracted | None, str, str]:
+    """(text, status, reason) of a file's bytes as an index run takes them: ``ok`` with the
+    extracted text, else ``binary``, ``error`` (extraction failed) or ``too_large``, with the
+    reason. The dry-run plan (:mod:`.plan`) asks the same function, so both agree."""
+    if is_binary_content(rel, data):
+        return None, "binary", "binary content"
+    try:
+        extracted = extract(rel, data)
+    except ExtractError as exc:
+        return None, "error", str(exc)
+    if len(extracted.text) > max_text_size:
+        return None, "too_large", f"{len(extracted.text):,} characters of text"
+    return extracted, "ok", ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file or folder that could not be indexed, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """Progress: one file handled (``done`` of ``total`` in the folder), or, with action
+    ``embedded``, one batch of vectors (see :meth:`Indexer.embed_pending`)."""
+
+    folder: str
+    rel: str
+    action: Action
+    done: int
+    total: int
+    chunks: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FolderReport:
+    """What one folder's index run did."""
+
+    path: str
+    name: str
+    mode: str
+    indexed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    chunks: int = 0
+    processed: int = 0  # files read this run (what max_files counts)
+    truncated: bool = False
+    failed: bool = False
+    seconds: float = 0.0
+    problems: tuple[Problem, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> int:
+        """Files searchable after the run: indexed now or unchanged (skipped files not counted)."""
+        return self.indexed + self.unchanged
+
+
+@dataclass
+class _Run:
+    """Mutable counters of a folder run."""
+
+    folder_id: int
+    listing: Listing
+    states: dict[str, FileState]
+    indexed: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    done: int = 0
+    processed: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    pending: list[tuple[FileWrite, int]] = field(default_factory=list)
+    pending_chunks: int = 0
+    touches: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IndexerSettings:
+    """Knobs of the indexer."""
+
+    ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    # documents (ranking.is_prose) are chunked with these: their own size, less overlap
+    document_chunking: ChunkSettings = field(
+        default_factory=lambda: ChunkSettings(DOCUMENT_TARGET_TOKENS, DOCUMENT_OVERLAP_TOKENS)
+    )
+    max_text_size: int = DEFAULT_MAX_FILE_SIZE
+
+
+class Indexer:
+    """Indexes folders into a store with an embedder."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: IndexerSettings,
+        on_event: Callable[[FileEvent], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._settings = settings
+        self._on_event = on_event or (lambda event: None)
+        self._reuse = True
+        self._probe: tuple[str, np.ndarray[Any, Any]] | None = None  # text hash, its vector
+        self._has_model = False  # the store has recorded this embedder's model
+        self.embedded = 0  # chunk texts embedded by this indexer (rel paths not counted)
+        self.paths_embedded = 0  # rel paths of code files embedded (the path term's vectors)
+
+    def embed_pending(self) -> int:
+        """The second pass: embed the chunks of the index that have no vector; returns texts
+        embedded. Each batch is one ``embedded`` event: ``done`` texts embedded of ``total``
+        (done + still pending), folder ``vectors``."""
+        embedded = 0
+        while batch := self._store.pending_texts(EMBED_BATCH):
+            hashes, texts = zip(*batch, strict=True)
+            vectors = self._embedder.embed(texts)
+            self._store.set_model(self._embedder.model_id, int(vectors.shape[1]))
+            if not self._store.set_vectors(hashes, vectors):
+                break  # nothing took them (cannot happen with a consistent store): stop
+            embedded += len(texts)
+            self.embedded += len(texts)
+            pending = self._store.pending_count()
+            total, detail = embedded + pending, f"{pending} chunks waiting for vectors"
+            where = f"{embedded} of {total}"
+            self._on_event(
+                FileEvent("vectors", where, "embedded", embedded, total, embedded, detail)
+            )
+        self._embed_paths()
+        return embedded
+
+    def _embed_paths(self) -> None:
+        """Embed the rel paths of files that have no path vector (the ranking's path term):
+        one short text per new or moved code file. Documents get a zero vector without the
+        model: search gives them no path term (``ranking.is_prose``)."""
+        while batch := self._store.pending_paths(EMBED_BATCH):
+            file_ids, rels = zip(*batch, strict=True)
+            code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
+            embedded = self._embedder.embed([rels[at] for at in code]) if code else None
+            if embedded is not None:
+                self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
+                self.paths_embedded += len(code)
+            stored = self._store.model()
+            if stored is None:
+                break  # documents only, and no model recorded to size their zero vectors
+            vectors = np.zeros((len(rels), stored[1]), dtype=np.float32)
+            if embedded is not None:
+                vectors[code] = embedded
+            self._store.set_path_vectors(file_ids, vectors)
+            if self._store.pending_paths(1)[:1] == batch[:1]:
+                break  # nothing took them (cannot happen with a consistent store): stop
+
+    def _ensure_model(self, text: str) -> None:
+        """Record the model before the first chunks are written if the store needs it (LanceDB:
+        the dimension is in its schema). One chunk is embedded to learn it, and keeps its vector.
+        """
+        if self._has_model or not self._store.needs_model_first:
+            return
+        stored = self._store.model()
+        if stored is None or stored[0] != self._embedder.model_id:
+            vector = self._embedder.embed([text])
+            self.embedded += 1
+            self._store.set_model(self._embedder.model_id, int(vector.shape[1]))
+            self._probe = (text_hash(text), vector)
+        self._has_model = True
+
+    def index_folder(
+        self, root: Path, *, force: bool = False, max_files: int | None = None
+    ) -> FolderReport:
+        """Bring the index in line with one folder; ``max_files`` caps files (re)processed."""
+        started = time.monotonic()
+        listing = list_files(root, self._settings.ignore)
+        name = root.name or str(root)
+        if any(problem.rel == "." for problem in listing.errors):
+            reasons = "; ".join(p.reason for p in listing.errors if p.rel == ".")
+            return FolderReport(
+                str(root),
+                name,
+                listing.mode,
+                failed=True,
+                problems=(Problem(str(root), reasons),),
+                seconds=_since(started),
+            )
+        self._reuse = not force  # --force recomputes every vector it writes
+        folder_id = self._store.ensure_folder(str(root), name)
+        run = _Run(folder_id, listing, self._store.file_states(folder_id))
+        run.problems.extend(Problem(str(root / p.rel), p.reason) for p in listing.errors)
+        for skip in listing.skipped:
+            run.skipped += 1
+            self._emit(name, skip.rel, "skipped", run, len(listing.files), skip.reason)
+        truncated = self._process(run, name, force, max_files)
+        self._flush(run, name)
+        deleted = self._prune(run, name)
+        if not truncated:
+            self._store.mark_indexed(run.folder_id)
+        return FolderReport(
+            path=str(root),
+            name=name,
+            mode=listing.mode,
+            indexed=run.indexed,
+            unchanged=run.unchanged,
+            processed=run.processed,
+            skipped=run.skipped,
+            deleted=deleted,
+            chunks=run.chunks,
+            truncated=truncated,
+            seconds=_since(started),
+            problems=tuple(run.problems),
+            warnings=listing.warnings,
+        )
+
+    def _process(self, run: _Run, name: str, force: bool, max_files: int | None) -> bool:
+        total = len(run.listing.files)
+        for entry in run.listing.files:
+            state = run.states.get(entry.rel)
+            if not force and state is not None and _is_fresh(state, entry):
+                run.done += 1
+                if state.status == "ok":
+                    run.unchanged += 1
+                    self._emit(name, entry.rel, "unchanged", run, total)
+                else:  # still empty, binary or too large: counted as skipped again
+                    run.skipped += 1
+                    reason = STORED_SKIP_REASONS.get(state.status, state.status)
+                    self._emit(name, entry.rel, "skipped", run, total, reason)
+                continue
+            if max_files is not None and run.processed >= max_files:
+                return True
+            run.processed += 1
+            self._prepare(run, entry, state, force, name)
+            run.done += 1
+            if run.pending_chunks >= FLUSH_CHUNKS:
+                self._flush(run, name)
+        return False
+
+    def _prepare(
+        self, run: _Run, entry: FileEntry, state: FileState | None, force: bool, name: str
+    ) -> None:
+        total = len(run.listing.files)
+        try:
+            data = read_file_bytes(entry, self._settings.ignore)
+        except (OSError, ExtractError) as exc:
+            self._record(run, entry, "error", None, str(exc), name)
+            return
+        digest = hashlib.sha256(data).hexdigest()
+        if not force and state is not None and state.sha256 == digest and state.status == "ok":
+            run.touches.append((state.id, entry.mtime_ns))
+            run.unchanged += 1
+            self._emit(name, entry.rel, "touched", run, total)
+            return
+        extracted, status, reason = text_of(entry.rel, data, self._settings.max_text_size)
+        if extracted is None:
+            self._record(run, entry, status, digest, reason, name)
+            return
+        # An edited file is chunked to keep its old chunks where the text is unchanged, so only
+        # the chunks an edit touches are embedded again; --force chunks it afresh.
+        previous = []
+        if state is not None and state.status == "ok" and not force:
+            previous = self._store.chunk_texts(state.id)
+        self._chunk(run, entry, digest, extracted, name, previous)
+
+    def _chunk(
+        self,
+        run: _Run,
+        entry: FileEntry,
+        digest: str,
+        extracted: Extracted,
+        name: str,
+        previous: list[str],
+    ) -> None:
+        records = self._records(extracted, previous, entry.rel)
+        if not records:
+            self._record(run, entry, "empty", digest, "no text", name)
+            return
+        write = FileWrite(
+            run.folder_id,
+            entry.rel,
+            entry.mtime_ns,
+            entry.size,
+            digest,
+            "ok",
+            extracted.kind,
+            records,
+        )
+        run.pending.append((write, run.done))
+        run.pending_chunks += len(records)
+
+    def _records(
+        self, extracted: Extracted, previous: list[str], rel: str
+    ) -> tuple[ChunkRecord, ...]:
+        """Chunk the text; a paged document is chunked page by page so each chunk has one page.
+        ``previous``: the file's chunk texts before this change (see ``chunking.chunk_text``);
+        a document (``rel``: ``ranking.is_prose``) is chunked with ``document_chunking``."""
+        settings = self._settings.document_chunking if is_prose(rel) else self._settings.chunking
+        text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
+        if not extracted.pages:
+            bounds = [0, len(text)]
+        records: list[ChunkRecord] = []
+        for start, end in itertools.pairwise(bounds):
+            line_shift = text.count("\n", 0, start)
+            chunks = chunk_text(text[start:end], self._embedder, settings, previous)
+            for c in chunks:
+                records.append(
+                    ChunkRecord(
+                        c.start_line + line_shift,
+                        c.end_line + line_shift,
+                        c.start_offset + start,
+                        c.end_offset + start,
+                        page_at(extracted.pages, c.start_offset + start),
+                        c.text,
+                    )
+                )
+        return tuple(records)
+
+    def _record(
+        self, run: _Run, entry: FileEntry, status: str, digest: str | None, reason: str, name: str
+    ) -> None:
+        """Remember a file that yields no chunks (its old chunks go)."""
+        write = FileWrite(run.folder_id, entry.rel, entry.mtime_ns, entry.size, digest, status, "")
+        run.pending.append((write, run.done))
+        if status == "error":
+            run.problems.append(Problem(str(entry.path), reason))
+        else:
+            run.skipped += 1
+        action: Action = "error" if status == "error" else "skipped"
+        self._emit(name, entry.rel, action, run, len(run.listing.files), f"{status}: {reason}")
+
+    def _flush(self, run: _Run, name: str) -> None:
+        if run.touches:
+            self._store.touch_files(run.touches)
+            run.touches.clear()
+        if not run.pending:
+            return
+        writes = [write for write, _ in run.pending]
+        first = next((w.chunks[0].text for w in writes if w.chunks), None)
+        if first is not None:
+            self._ensure_model(first)
+        self._store.write_files(writes, reuse=self._reuse)
+        if self._probe is not None:
+            self._store.set_vectors([self._probe[0]], self._probe[1])
+            self._probe = None
+        for write in writes:
+            if write.chunks:
+                run.indexed += 1
+                run.chunks += len(write.chunks)
+                self._emit(
+                    name,
+                    write.rel,
+                    "indexed",
+                    run,
+                    len(run.listing.files),
+                    f"{len(write.chunks)} chunks",
+                )
+        run.pending.clear()
+        run.pending_chunks = 0
+
+    def _prune(self, run: _Run, name: str) -> int:
+        listed = {entry.rel for entry in run.listing.files}
+        blocked = tuple(p.rel.rstrip("/") + "/" for p in run.listing.errors)
+        gone = [rel for rel in run.states if rel not in listed and not rel.startswith(blocked)]
+        for rel in gone:
+            self._emit(name, rel, "deleted", run, len(run.listing.files))
+        return self._store.delete_files(run.folder_id, gone)
+
+    def _emit(
+        self, name: str, rel: str, action: Action, run: _Run, total: int, detail: str = ""
+    ) -> None:
+        self._on_event(FileEvent(name, rel, action, run.done, total, run.chunks, detail))
+
+
+def _is_fresh(state: FileState | None, entry: FileEntry) -> bool:
+    return (
+        state is not None
+        and state.status != "error"
+        and state.mtime_ns == entry.mtime_ns
+        and state.size == entry.size
+    )
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)

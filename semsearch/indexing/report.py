@@ -1,0 +1,121 @@
+"""What :class:`~semsearch.index.Index` reports: an index run, the index's status, a move."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from semsearch.files.folders import FolderInfo
+from semsearch.indexing.pipeline import FolderReport
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What an index run did, per folder and in total."""
+
+    folders: tuple[FolderReport, ...]
+    seconds: float
+    chunks_embedded: int = 0  # texts the model embedded (vectors reused or shared not counted)
+    chunks_pending: int = 0  # chunks still without a vector after the run
+    paths_embedded: int = 0  # rel paths of code files the model embedded (the path term)
+
+    @property
+    def failed(self) -> bool:
+        """True when a folder could not be indexed at all, or a file had an error."""
+        return any(f.failed or f.problems for f in self.folders)
+
+    def total(self, field_name: str) -> int:
+        """Sum of one counter over folders."""
+        return sum(int(getattr(folder, field_name)) for folder in self.folders)
+
+    def as_json(self) -> dict[str, Any]:
+        """Machine-readable summary (``index --json`` and the MCP ``index`` tool)."""
+        return {
+            "filesIndexed": self.total("indexed"),
+            "filesUnchanged": self.total("unchanged"),
+            "filesSkipped": self.total("skipped"),
+            "filesDeleted": self.total("deleted"),
+            "chunksWritten": self.total("chunks"),
+            "chunksEmbedded": self.chunks_embedded,
+            "chunksPending": self.chunks_pending,
+            "pathsEmbedded": self.paths_embedded,
+            "errors": sum(len(f.problems) for f in self.folders),
+            "truncated": any(f.truncated for f in self.folders),
+            "seconds": round(self.seconds, 3),
+            "folders": [
+                {
+                    "path": f.path,
+                    "name": f.name,
+                    "mode": f.mode,
+                    "failed": f.failed,
+                    "indexed": f.indexed,
+                    "unchanged": f.unchanged,
+                    "skipped": f.skipped,
+                    "deleted": f.deleted,
+                    "chunks": f.chunks,
+                    "truncated": f.truncated,
+                    "problems": [{"path": p.path, "reason": p.reason} for p in f.problems],
+                    "warnings": list(f.warnings),
+                }
+                for f in self.folders
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class FolderStatus:
+    """One folder of :meth:`Index.status`: its index counts and how its files stand now.
+
+    ``skipped`` and ``errors`` count as an index run does (see :class:`FolderPlan`); with
+    ``count_changes=False`` they and ``changed`` are 0.
+    """
+
+    info: FolderInfo
+    is_indexed: bool  # in the index (an index run has started on it)
+    changed: int = 0  # files new, changed or gone since the last run
+    skipped: int = 0
+    errors: int = 0
+
+
+@dataclass(frozen=True)
+class Status:
+    """The index at a glance; ``folders`` are the configured ones, then those only indexed."""
+
+    index_path: Path
+    exists: bool
+    size_bytes: int
+    model: tuple[str, int] | None
+    folders: tuple[FolderStatus, ...]
+    chunks_pending: int = 0  # chunks searchable by words but still waiting for their vector
+
+    @property
+    def files(self) -> int:
+        """Indexed files with chunks."""
+        return sum(f.info.files for f in self.folders)
+
+    @property
+    def chunks(self) -> int:
+        """Stored chunks."""
+        return sum(f.info.chunks for f in self.folders)
+
+    @property
+    def skipped(self) -> int:
+        """Files left out, as the last index run counted them."""
+        return sum(f.skipped for f in self.folders)
+
+    @property
+    def errors(self) -> int:
+        """Files or folders that failed, as the last index run counted them."""
+        return sum(f.errors for f in self.folders)
+
+
+@dataclass(frozen=True)
+class MoveReport:
+    """What :meth:`Index.move` did."""
+
+    old: Path
+    new: Path
+    files: int  # indexed files that now belong to ``new``, kept without re-embedding
+    is_configured: bool  # ``new`` is in the config now
+    was_rewritten: bool  # ``old`` was configured and its entry became ``new``

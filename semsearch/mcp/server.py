@@ -1,0 +1,470 @@
+"""The ``semsearch mcp`` server: six tools over stdio, a thin adapter over the library.
+
+Tools (the original tool's names and parameter names): ``search``, ``gather``, ``list_folders``,
+``cat_file``, ``grep`` and ``index``. Every call re-reads the settings, so folders added or removed
+with the CLI are seen at once; one :class:`~semsearch.index.Index` per index file keeps the model
+and the vectors in memory and reloads only what another process changed.
+
+Caps (each response says when it hit one): ``k`` ≤ 50 and a hit's text ≤ 4,000 characters
+(search, gather); ``contextLines`` ≤ 100 and 256 KiB per gather block; 256 KiB of text per
+``cat_file`` call; ``maxResults`` ≤ 500 lines of at most 240 characters and a 10 s budget for
+``grep``; at most 50 problems per folder in an ``index`` report.
+
+gather and cat_file are :func:`~semsearch.search.passage.gather` and
+:func:`~semsearch.search.passage.read_lines`; :mod:`.schema` holds the parameter types and
+result shapes. Every tool returns structured content, with an output schema, besides its text.
+Errors are tool results with ``isError`` and a message saying what to do, never a traceback; bad
+arguments get one plain sentence each (:mod:`semsearch.mcp.args`). stdout carries only the
+protocol (the SDK points fd 1 at stderr while it serves); logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from semsearch import __version__
+from semsearch.config import Settings, load_settings
+from semsearch.errors import LockedError, SemsearchError
+from semsearch.files.access import Locator
+from semsearch.files.changes import ChangeMonitor
+from semsearch.files.folders import holding_folder, select_folders
+from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
+from semsearch.files.grep import grep as grep_files
+from semsearch.index import Index, ignore_settings
+from semsearch.mcp.args import CheckedTool
+from semsearch.mcp.progress import IndexProgress
+from semsearch.mcp.schema import (
+    HIT_TEXT_CHARS,
+    MAX_GREP_RESULTS,
+    MAX_K,
+    ContextLines,
+    FolderParam,
+    FoldersOutput,
+    GatherOutput,
+    GrepCount,
+    GrepOutput,
+    IndexOutput,
+    KParam,
+    LineNumber,
+    LinesOutput,
+    OptionalFlag,
+    OptionalText,
+    PathGlob,
+    Query,
+    SearchOutput,
+    folder_json,
+    gather_json,
+    grep_json,
+    hit_json,
+    lines_json,
+    plain_schema,
+    trim_report,
+)
+from semsearch.model.embedder import Embedder, OnnxEmbedder
+from semsearch.search.hits import Hit
+from semsearch.search.passage import gather, read_lines
+
+logger = logging.getLogger("semsearch.mcp")
+INLINE_FILES = 20  # changed files search and gather index before answering; more: background
+INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
+
+INDEX_LOCK_WAIT = 10.0
+
+INSTRUCTIONS = (
+    "Local semantic search over the user's configured folders. Call list_folders first to see "
+    "what is indexed. Use search or gather to find passages by meaning, grep for exact text, "
+    "cat_file to read a file (or a line range) returned by those tools, and index to refresh "
+    "the index after files changed."
+)
+
+
+P = ParamSpec("P")
+
+
+def _text(text: str, is_error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+
+def _json(payload: dict[str, Any]) -> CallToolResult:
+    return _structured(json.dumps(payload, indent=2, ensure_ascii=False), payload)
+
+
+def _structured(text: str, payload: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
+
+def _failure(name: str, exc: Exception) -> CallToolResult:
+    if isinstance(exc, SemsearchError):
+        return _text(str(exc), is_error=True)
+    logger.exception("tool %s failed", name)
+    return _text(
+        f"Internal error in {name}: {type(exc).__name__}: {exc}. "
+        "The server's stderr log has the details.",
+        is_error=True,
+    )
+
+
+def _update(writer: Index) -> None:
+    """A background index run (a thread); a run that cannot take the lock is skipped."""
+    try:
+        writer.update(wait_seconds=0)
+    except LockedError:
+        logger.info("another index run is writing; the background update was skipped")
+    except SemsearchError as exc:
+        logger.warning("background index update failed: %s", exc)
+    finally:
+        writer.close()
+
+
+def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
+    """Turn exceptions into error results (a sync tool)."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            return _failure(fn.__name__, exc)
+
+    return run
+
+
+class Tools:
+    """The tools' implementations and the state they share (model, vectors, settings)."""
+
+    def __init__(self, index_flag: str | None, changes: ChangeMonitor | None = None) -> None:
+        self._index_flag = index_flag
+        self._changes = changes or ChangeMonitor()  # skips the freshness check when it can
+        self._lock = threading.Lock()
+        self._embedders: dict[Path | None, Embedder] = {}
+        self._reader: Index | None = None
+        self._reader_key: tuple[Any, ...] = ()
+        self._updater: threading.Thread | None = None  # a background index run
+
+    def close(self) -> None:
+        """Close the reading index and the change watcher, and wait for any model load (the
+        server's shutdown)."""
+        with self._lock:
+            self._changes.close()
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+            for embedder in self._embedders.values():
+                embedder.close()
+
+    def settings(self) -> Settings:
+        """The settings as they are now (the config file is small: read on every call)."""
+        return load_settings(os.environ, self._index_flag)
+
+    def _embedder(self, settings: Settings) -> Embedder:
+        """The model for the settings, created once (call with the lock held)."""
+        if settings.model_dir not in self._embedders:
+            self._embedders[settings.model_dir] = OnnxEmbedder(
+                settings.model_dir, variant=settings.model_variant
+            )
+        return self._embedders[settings.model_dir]
+
+    def _index(self, settings: Settings) -> Index:
+        """The shared reading Index (call with the lock held); a replaced file gets a new one."""
+        key = (settings.store_path, settings.model_dir, _identity(settings.store_path))
+        if self._reader is None or key != self._reader_key:
+            if self._reader is not None:
+                self._reader.close()
+            self._reader = Index(settings, embedder=self._embedder(settings))
+            self._reader_key = key
+        self._reader.settings = settings
+        return self._reader
+
+    def _freshen(self, settings: Settings) -> bool:
+        """Bring an existing index up to date before a search; True while a run is under way.
+
+        The full check (:meth:`~semsearch.index.Index.pending_work`) is skipped while the
+        :class:`~.changes.ChangeMonitor` says nothing changed since one found no work.
+        Up to ``INLINE_FILES`` changed files are indexed before answering; more, or chunks
+        waiting for vectors, start a run in the background. A run another process holds the
+        write lock for (a CLI ``index``) is left alone: the answer is what is committed.
+        """
+        if not settings.auto_index or not settings.store_path.exists():
+            return False
+        if self._updater is not None and self._updater.is_alive():
+            return True
+        with self._lock:
+            index = self._index(settings)
+            state = (self._reader_key, index.generation())
+            check = self._changes.begin(settings.roots, ignore_settings(settings), state)
+            if check is None:
+                return False
+            work = index.pending_work()
+            if work == 0:
+                self._changes.confirm(check)
+                return False
+            if work <= INLINE_FILES:
+                try:
+                    index.update(wait_seconds=0)
+                    return False
+                except LockedError:
+                    return True
+            writer = Index(settings, embedder=self._embedder(settings))
+        self._updater = threading.Thread(target=_update, args=(writer,), daemon=True)
+        self._updater.start()
+        return True
+
+    def _search(
+        self, settings: Settings, query: str, k: int | None, folder: str | None, glob: str | None
+    ) -> list[Hit]:
+        top = k if k is not None else min(settings.top_k, MAX_K)
+        with self._lock:
+            return self._index(settings).search(
+                query, k=top, folder=folder or None, glob=glob or None
+            )
+
+    @_reported
+    def search(
+        self,
+        query: Query,
+        k: KParam = None,
+        folder: FolderParam = None,
+        pathGlob: PathGlob = None,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        """Search the indexed files by meaning (hybrid: embeddings + BM25 keywords).
+
+        Returns the best chunks with their absolute path, folder, relative path, 1-based
+        inclusive line range, PDF page, score and text. Read more of a file with cat_file.
+        """
+        settings = self.settings()
+        indexing = self._freshen(settings)
+        hits = self._search(settings, query, k, folder, pathGlob)
+        results = [hit_json(hit) for hit in hits]
+        cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
+        return _json({"results": results, "truncated": cut, "indexing": indexing})
+
+    @_reported
+    def gather(
+        self,
+        query: Query,
+        k: KParam = None,
+        contextLines: Annotated[
+            ContextLines, Field(description="Extra lines of the file before and after each chunk")
+        ] = 0,
+        folder: FolderParam = None,
+        pathGlob: PathGlob = None,
+    ) -> Annotated[CallToolResult, GatherOutput]:
+        """Search like `search`, formatted as one markdown block to drop into a context window.
+
+        Each result is a header `### [i/n]  folder  ·  path  ·  line N  ·  score S` and the
+        text in a fence. contextLines adds lines read from the file around the chunk (not for
+        PDF/DOCX, nor when the file changed since it was indexed). At most 256 KiB. The
+        structured content has the same results: each hit and the passage shown for it.
+        """
+        settings = self.settings()
+        indexing = self._freshen(settings)
+        hits = self._search(settings, query, k, folder, pathGlob)
+        locator = Locator(settings.roots, ignore_settings(settings))
+        gathered = gather(hits, contextLines or 0, locator)
+        payload = {**gather_json(gathered), "indexing": indexing}
+        return _structured((INDEXING_NOTE if indexing else "") + gathered.text, payload)
+
+    @_reported
+    def list_folders(self) -> Annotated[CallToolResult, FoldersOutput]:
+        """List the configured folders: name, absolute path, whether each exists, files and
+        chunks indexed. A good first call to learn what can be searched."""
+        settings = self.settings()
+        with self._lock:
+            rows = [folder_json(folder) for folder in self._index(settings).folders()]
+        payload: dict[str, Any] = {
+            "folders": rows,
+            "indexPath": str(settings.store_path),
+            "indexExists": settings.store_path.exists(),
+        }
+        if not settings.roots:
+            payload["hint"] = "No folders configured: run `semsearch add PATH` in a terminal."
+        elif not payload["indexExists"]:
+            payload["hint"] = "Nothing indexed yet: call the index tool."
+        return _json(payload)
+
+    @_reported
+    def cat_file(
+        self,
+        filePath: Annotated[str, Field(description="Absolute path, as returned by search/grep")],
+        startLine: Annotated[
+            LineNumber, Field(description="First line (1-based; default 1)")
+        ] = None,
+        endLine: Annotated[
+            LineNumber, Field(description="Last line, inclusive (default: end of file)")
+        ] = None,
+    ) -> Annotated[CallToolResult, LinesOutput]:
+        """Read a file inside a configured folder, optionally a line range.
+
+        Files outside the folders, and files the indexer skips (.gitignore, .indexignore,
+        binary), are refused. PDF/DOCX give their extracted text, with the line numbers that
+        search reports. At most 256 KiB per call: ask for a line range to read the rest.
+        """
+        settings = self.settings()
+        locator = Locator(settings.roots, ignore_settings(settings))
+        lines = read_lines(locator, filePath, startLine, endLine)
+        return _structured(lines.as_text(), lines_json(lines))
+
+    @_reported
+    def grep(
+        self,
+        pattern: Annotated[str, Field(description="Text to find (a regex when regex is true)")],
+        folder: FolderParam = None,
+        fileGlob: Annotated[
+            OptionalText, Field(description='Only files matching this glob, e.g. "*.py"')
+        ] = None,
+        caseSensitive: Annotated[OptionalFlag, Field(description="Match case")] = False,
+        maxResults: Annotated[GrepCount, Field(description="Stop after this many lines")] = 50,
+        regex: Annotated[
+            OptionalFlag, Field(description="Treat pattern as a Python regular expression")
+        ] = False,
+    ) -> Annotated[CallToolResult, GrepOutput]:
+        """Exact search, line by line, in the files the indexer reads (never ignored or
+        binary files). Literal and case-insensitive by default. Returns folder, relative path,
+        line number and the line; stops after maxResults lines and a 10 s time budget."""
+        settings = self.settings()
+        roots = select_folders(settings.roots, folder)
+        options = GrepOptions(
+            pattern, bool(regex), bool(caseSensitive), fileGlob or None, maxResults or 50
+        )
+        result = grep_files(roots, options, ignore_settings(settings), timeout=DEFAULT_TIMEOUT)
+        return _grep_report(result, options)
+
+    async def index(
+        self,
+        ctx: Context,
+        root: Annotated[
+            OptionalText,
+            Field(description="A configured folder (path or name) or a path inside one"),
+        ] = None,
+        force: Annotated[OptionalFlag, Field(description="Re-read and re-embed all files")] = False,
+        maxFiles: Annotated[
+            LineNumber, Field(description="Stop after this many new or changed files")
+        ] = None,
+    ) -> Annotated[CallToolResult, IndexOutput]:
+        """Incrementally reindex the configured folders, or the one holding `root`.
+
+        Only configured folders can be indexed (add one with `semsearch add PATH` in a
+        terminal). Sends progress notifications; returns the run's summary.
+        """
+        try:
+            settings = self.settings()
+            roots = None if not root else [holding_folder(root, settings.roots)]
+            with self._lock:
+                writer = Index(settings, embedder=self._embedder(settings))
+            progress = IndexProgress(ctx)
+            try:
+                report = await anyio.to_thread.run_sync(
+                    functools.partial(
+                        writer.update,
+                        roots,
+                        force=bool(force),
+                        max_files=maxFiles,
+                        wait_seconds=INDEX_LOCK_WAIT,
+                        on_event=progress,
+                        on_wait=progress.waiting,
+                    )
+                )
+            finally:
+                writer.close()
+            return _json(trim_report(report.as_json()))
+        except Exception as exc:
+            return _failure("index", exc)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:
+    lines = [
+        f"{m.folder}  ·  {m.rel}:{m.line}{f' (p. {m.page})' if m.page else ''}  {m.text}"
+        for m in result.matches
+    ]
+    lines += [f"warning: {warning}" for warning in result.warnings]
+    if result.timed_out:
+        found = "\n\nMatches found before it stopped:\n" + "\n".join(lines) if lines else ""
+        return _text(
+            f"grep stopped after its {DEFAULT_TIMEOUT:.0f} s time budget. A regular expression "
+            "with nested repetition such as (a+)+ can take exponential time: simplify the "
+            "pattern, or narrow the search with folder or fileGlob." + found,
+            is_error=True,
+        )
+    if not result.matches:
+        lines.insert(0, f"No matches in {result.files_searched} files.")
+    elif result.truncated:
+        lines.append(
+            f"(showing first {options.max_results} matches; there are more. Narrow the search "
+            f"with folder or fileGlob, or raise maxResults, at most {MAX_GREP_RESULTS}.)"
+        )
+    return _structured("\n".join(lines), grep_json(result))
+
+
+TOOLS: tuple[tuple[str, str, bool], ...] = (
+    ("search", "Semantic file search", True),
+    ("gather", "Semantic search → formatted context block", True),
+    ("list_folders", "List indexed folders", True),
+    ("cat_file", "Read file content", True),
+    ("grep", "Exact text search across folders", True),
+    ("index", "Reindex folders", False),
+)
+
+
+def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServer:
+    """The MCP server with the six tools (names, titles and annotations in :data:`TOOLS`)."""
+    tools = tools or Tools(index_flag)
+    registered: list[Tool] = []
+    for name, title, read_only in TOOLS:
+        hints = ToolAnnotations(
+            title=title,
+            read_only_hint=read_only,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        )
+        fn = getattr(tools, name)
+        tool = CheckedTool.from_function(
+            fn,
+            name=name,
+            title=title,
+            description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=hints,
+        )
+        tool.parameters = plain_schema(tool.parameters)
+        if tool.fn_metadata.output_schema is not None:
+            tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
+        registered.append(tool)
+    return MCPServer(
+        "semsearch",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        tools=registered,
+        log_level="WARNING",
+    )
+
+
+def serve(index_flag: str | None) -> None:
+    """Serve the tools over stdio until the client closes stdin; then close the index."""
+    tools = Tools(index_flag)
+    try:
+        build_server(index_flag, tools).run("stdio")
+    finally:
+        tools.close()

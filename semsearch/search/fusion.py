@@ -1,0 +1,282 @@
+"""Hybrid retrieval: the store's cosine and BM25 arms fused by Reciprocal Rank Fusion.
+
+Scores: in ``hybrid`` and ``bm25`` modes a hit's score is its RRF sum divided by the best sum
+possible (a chunk ranked first by every arm scores 1.0), so scores are on one scale whichever
+arms matched; in hybrid mode each file's best chunk then gains its file coherence share of the
+best fused score (:func:`~.ranking.file_coherence`); the ranking priors multiply it, and
+the reported score is then divided by the largest product of raising priors the results have
+(:func:`~.ranking.best_prior`, 1 + the largest coherence share among them), so it stays
+in [0, 1] and the order is the priors' order. In ``vector`` mode the score is the cosine
+similarity times the priors, not rescaled. The priors and the choice of the top k hits are
+:mod:`semsearch.search.hits`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pathspec
+
+from semsearch.config import DEFAULT_TOP_K, MODES, Mode
+from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.model.embedder import Embedder
+from semsearch.search.derived import per_refs
+from semsearch.search.hits import Candidate, Files, Hit, assemble, read_ahead
+from semsearch.search.named_files import named_files
+from semsearch.search.ranking import (
+    DEFINITION_POOL,
+    FILE_COHERENCE,
+    FILE_VECTOR_WEIGHT,
+    FILE_VECTOR_WHOLE,
+    NAMED_MAX,
+    NAMED_WEIGHT,
+    PATH_WEIGHT,
+    POOL_MIN,
+    POOL_PER_K,
+    RRF_K,
+    QueryInfo,
+    defines_queried,
+    embedding_text,
+    file_coherence,
+    file_lifted,
+    is_prose,
+    query_info,
+)
+from semsearch.store import FileRef, Store, model_mismatch_message
+from semsearch.text.lexical import LexicalQuery, lexical_query
+
+# One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
+# two threads at once (the caller waits for the result before touching the store again; the
+# store's vector arm, which runs meanwhile, reads through a connection of its own).
+_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
+_OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
+_ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What to search for and where."""
+
+    k: int = DEFAULT_TOP_K
+    folder: str | None = None
+    glob: str | None = None
+    mode: Mode = "hybrid"
+    rrf_k: int = RRF_K
+
+
+def rrf(
+    rankings: Sequence[Sequence[int]], rrf_k: int, weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Reciprocal Rank Fusion: each list adds weight / (rrf_k + rank), rank from 1 (weight 1
+    unless ``weights`` gives one per list)."""
+    fused: dict[int, float] = {}
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
+        for rank, chunk_id in enumerate(ranking, start=1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + weight / (rrf_k + rank)
+    return fused
+
+
+def allowed_files(
+    refs: dict[int, FileRef], folder: str | None, glob: str | None
+) -> list[int] | None:
+    """File ids passing the folder and glob filters, or None when there is no filter.
+
+    ``folder`` is a folder's path, resolved from a name or path by the caller
+    (:func:`semsearch.files.folders.resolve_folder`); a folder with no indexed files leaves no ids.
+    """
+    if folder is None and glob is None:
+        return None
+    chosen = list(refs.values())
+    if folder is not None:
+        chosen = [r for r in chosen if r.folder_path == folder]
+    if glob is not None:
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines([glob])
+        except (ValueError, re.error) as exc:
+            raise UsageError(f"Invalid glob {glob!r}: {exc}") from exc
+        chosen = [r for r in chosen if spec.match_file(r.rel)]
+    return [r.id for r in chosen]
+
+
+def check_model(store: Store, embedder: Embedder, stored: tuple[str, int] | None) -> None:
+    """Refuse to compare a query vector with vectors from another model (``stored``: the
+    store's recorded model, read once per search)."""
+    if stored is not None and stored[0] != embedder.model_id:
+        raise ModelMismatchError(model_mismatch_message(store.path, stored[0], embedder.model_id))
+
+
+def search(store: Store, embedder: Embedder, query: str, options: SearchOptions) -> list[Hit]:
+    """Rank the index's chunks for a query (see the module docstring for scores).
+
+    In hybrid mode the lexical arms run in a worker thread while the query is embedded and the
+    store ranks its vectors: SQLite, onnxruntime and numpy all release the GIL.
+    """
+    _validate(query, options)
+    stored = store.model() if options.mode != "bm25" else None
+    if options.mode != "bm25":
+        if stored is not None:  # embed with the variant that built the index
+            embedder = embedder.variant_for(stored[0])
+        embedder.preload()  # the model session builds while the store reads its vectors
+        store.preload()
+    refs = store.file_refs()
+    allowed = allowed_files(refs, options.folder, options.glob)
+    if allowed is not None and not allowed:
+        return []
+    pool = max(options.k * POOL_PER_K, POOL_MIN)
+    info = query_info(query)
+    use_vectors = options.mode != "bm25" and bool(refs)
+    if use_vectors:  # before the worker takes the connection: SQLite serialises its users
+        check_model(store, embedder, stored)
+    lexical: Future[LexicalArms] | None = None
+    if options.mode != "vector":
+        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed)
+    arms: dict[str, list[int]] = {}
+    nearest: list[tuple[int, float]] = []
+    path_cosine: dict[int, float] = {}
+    file_of: dict[int, int] = {}  # chunk id → file id, of the vector arm's chunks
+    known: dict[int, Candidate] = {}  # rows read while the lexical arm ran, with their priors
+    defined: frozenset[int] | None = None  # every chunk defining a queried name, when known
+    try:
+        if use_vectors:
+            vector = embedder.embed_query(embedding_text(query))
+            nearest = store.nearest(vector, pool, allowed)
+            arms["vector"] = [cid for cid, _ in nearest]
+            if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
+                arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
+            if options.mode == "hybrid" and NAMED_WEIGHT:
+                arms["named"] = _named_arm(store, vector, refs, info, allowed)
+            if lexical is not None:
+                known = read_ahead(store, arms["vector"], info, lexical)
+    finally:
+        if lexical is not None:
+            answer = lexical.result()
+            arms.update(answer.arms)
+            defined = answer.defined
+    if options.mode == "vector":
+        return assemble(store, info, options.k, dict(nearest), arms, rescale=False)
+    # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
+    used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
+    weights = [_ARM_WEIGHTS.get(name, 1.0) for name in used]
+    best_possible = 0.0  # the sum of a chunk first in every arm, added as rrf() adds it
+    for weight in weights:
+        best_possible += weight / (options.rrf_k + 1)
+    fused = rrf(list(used.values()), options.rrf_k, weights)
+    scores = {cid: s / best_possible for cid, s in fused.items()}
+    shares: dict[int, float] = {}
+    owners: dict[int, int] | None = None  # chunk id → file id, of every fused chunk
+    if options.mode == "hybrid" and FILE_COHERENCE and scores:
+        # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
+        missing = [cid for cid in scores if cid not in file_of]
+        owners = {**file_of, **store.chunk_files(missing)}
+        documents = set(owners.values()) & per_refs(refs, _prose_files)
+        shares = file_coherence(scores, owners, documents)
+        best = max(scores.values())
+        scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
+    # Rescaled after ranking, so the order is exactly the priors' order. The cosine order is
+    # shown by --explain beside the lifted vector rank; it is not fused.
+    shown = {**arms, "cosine": [cid for cid, _ in nearest]}
+    files = None if owners is None else Files(owners, refs)
+    return assemble(
+        store, info, options.k, scores, shown, path_cosine, shares, known, files, defined
+    )
+
+
+@dataclass(frozen=True)
+class LexicalArms:
+    """The lexical worker's answer: its arms, and the chunks that define a queried name (the
+    definitions arm's, when they are all of them; None when more may)."""
+
+    arms: dict[str, list[int]]
+    defined: frozenset[int] | None
+
+
+def _lexical_arms(
+    store: Store, query: str, info: QueryInfo, pool: int, file_ids: list[int] | None
+) -> LexicalArms:
+    """The BM25 arm, and the definitions arm when the query names a symbol."""
+    words = lexical_query(query)
+    arms = {"bm25": store.lexical(words, pool, file_ids) if words else []}
+    defined: frozenset[int] | None = frozenset()  # a query naming nothing: no chunk defines it
+    if info.names:
+        arms["definitions"], defined = _definitions(store, info, file_ids)
+    return LexicalArms(arms, defined)
+
+
+def _named_arm(
+    store: Store,
+    vector: np.ndarray[Any, Any],
+    refs: dict[int, FileRef],
+    info: QueryInfo,
+    allowed: list[int] | None,
+) -> list[int]:
+    """The named-files arm: the best chunk by cosine of each file the query names
+    (:mod:`semsearch.search.named_files`), best first; empty when more than ``NAMED_MAX`` files are
+    named. A file none of whose chunks is among the ``POOL_MIN`` nearest of the named files'
+    chunks is left out."""
+    files = named_files(refs, info, allowed)
+    if not files or len(files) > NAMED_MAX:
+        return []
+    nearest = store.nearest(vector, POOL_MIN, files)
+    owners = store.chunk_files([cid for cid, _ in nearest])
+    best: dict[int, int] = {}  # file id → its nearest chunk, in the order first met
+    for cid, _ in nearest:
+        best.setdefault(owners.get(cid, -cid), cid)
+    return list(best.values())
+
+
+def _validate(query: str, options: SearchOptions) -> None:
+    if not query.strip():
+        raise UsageError("The query is empty. Give some words to search for.")
+    if options.k < 1:
+        raise UsageError(f"k must be at least 1, got {options.k}.")
+    if options.mode not in MODES:
+        raise UsageError(f"Unknown mode {options.mode!r}: use one of {', '.join(MODES)}.")
+
+
+def _definitions(
+    store: Store, info: QueryInfo, file_ids: list[int] | None
+) -> tuple[list[int], frozenset[int] | None]:
+    """Chunks that define a queried symbol, in BM25 order: a third arm for symbol queries; and
+    the same as a set when the arm holds all of them (None when its pool was full).
+
+    The FTS ``defines`` column finds them (case-folded and stemmed), the exact name confirms;
+    a chunk whose ``defines`` column does not match defines no queried name.
+    """
+    names = LexicalQuery(tuple(info.names), columns=("defines",))
+    matched = store.lexical(names, DEFINITION_POOL, file_ids)
+    found = [row.id for row in store.chunks(matched) if defines_queried(row.rel, row.text, info)]
+    return found, frozenset(found) if len(matched) < DEFINITION_POOL else None
+
+
+def _prose_files(refs: dict[int, FileRef]) -> frozenset[int]:
+    """The ids of the documents (``ranking.is_prose``) among ``refs`` (made once per refs dict,
+    :func:`~semsearch.search.derived.per_refs`)."""
+    return frozenset(f for f, ref in refs.items() if is_prose(ref.rel))
+
+
+def _file_lifted(
+    store: Store,
+    vector: np.ndarray[Any, Any],
+    nearest: list[tuple[int, float]],
+    refs: dict[int, FileRef],
+) -> tuple[list[int], dict[int, float], dict[int, int]]:
+    """The vector arm ranked with the file lift and the path term (``ranking.file_lifted``),
+    the path cosines used (code file id → cosine) and the candidates' files (chunk id → file
+    id). Code files count their missing candidates when ``FILE_VECTOR_WHOLE``; documents get no
+    path term."""
+    file_of = store.chunk_files([cid for cid, _ in nearest])
+    code = (set(file_of.values()) & refs.keys()) - per_refs(refs, _prose_files)
+    path_cosine: dict[int, float] = {}
+    if PATH_WEIGHT and code:
+        paths = store.path_vectors(sorted(code))
+        if paths:
+            found = list(paths)
+            cosines = np.stack([paths[f] for f in found]) @ vector.astype(np.float32)
+            path_cosine = dict(zip(found, cosines.tolist(), strict=True))
+    lifted = file_lifted(nearest, file_of, code if FILE_VECTOR_WHOLE else (), path_cosine)
+    return lifted, path_cosine, file_of

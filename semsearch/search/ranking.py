@@ -1,0 +1,498 @@
+"""Ranking priors applied after fusion: cheap, deterministic, and each one named in the result.
+
+- A chunk that *defines* a symbol the query names (``def parse_header``, ``class Foo``,
+  ``function foo``, ``fn foo``…) is boosted. A query word names a symbol when it has a capital
+  letter, ``_``, a digit, ``.`` or ``::`` in it, or is the whole query: plain lower-case words of
+  a sentence ("how the router works") do not.
+- A file the query names is boosted: every word of its stem (``RetryMiddleware.php``,
+  ``client/session.py``) is a word of the query, compared singular and without common endings.
+- A chunk of imports and re-exports (``__init__.py``, ``index.js``) is lowered, so the
+  definition wins over what passes it on.
+- Chunks of tests, examples, fixtures, benchmarks, vendored and generated files, and of private
+  modules (``_internal/``, ``_utils.py``), are down-weighted, unless the query asks for them.
+- In hybrid mode, each file's best fused chunk gains a share of the best fused score by how much
+  of the fused candidates' score its file holds (:func:`file_coherence`): the hub file rises.
+- Many chunks of one file get diminishing returns: the n-th chunk of a file is multiplied by
+  ``FILE_DECAY ** (n - 1)``, so the top results spread over files.
+
+The definition and file-name priors raise a score (:data:`RAISING_NOTES`); the search
+divides the reported hybrid and bm25 scores by :func:`best_prior`, the product of the largest
+factor of each among the results, to keep them in [0, 1] without changing their order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from itertools import islice
+
+from semsearch.files.filetype import DOCUMENT_EXTENSIONS, extension_of
+from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
+
+# Each knob with the reason for its value; bench/RESULTS.md has the measurements behind them.
+RRF_K = 20  # RRF constant: 20 beat the paper's 60 on SciFact and on code search
+# Each arm ranks max(POOL_PER_K x k, POOL_MIN) chunks. 100 came with rrfK 20 (+0.014); with the
+# file coherence (session 10, int8) 70 / 100 / 125 / 150 / 160 / 175 / 200 / 300: 46 repos 0.8889 /
+# 0.8899 / 0.8897 / 0.8921 / 0.8929 / 0.8924 / 0.8920 / 0.8911; 200 has the best 7-repo figure
+# (0.8781) and every-file figure (0.8880), for +0.3 ms of a warm search at 10k chunks.
+POOL_MIN = 200
+POOL_PER_K = 5  # the arm pool per requested hit, so a large k still fuses deep lists
+CANDIDATES = 60  # fused candidates the priors may reorder, at least; 100 measured no better
+CANDIDATES_PER_K = 4  # ... or this many per requested hit when k is large
+DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the definitions arm)
+# The named-files arm (search/named_files.py): the best chunk of each file the query names, in
+# cosine order, fused at this RRF weight; none when more than NAMED_MAX files are named. 0.15 /
+# 0.2 / 0.3 / 0.4 / 0.5 / 1: 46 repos 0.8920 → 0.8936 / 0.8947 / 0.8949 / 0.8947 / 0.8930 / 0.8840.
+NAMED_WEIGHT = 0.3
+NAMED_MAX = 10  # 5 / 20: 0.8950 / 0.8947
+# BM25 weights of the FTS columns: the chunk text and the path/identifier terms count fully, the
+# defined names half. terms 0.5 → 1 with the folder prior: 46 repos 0.8629 → 0.8645, SciFact
+# hybrid 0.7198 → 0.7206; 2 and 3 gained more on code but cost SciFact (bench/RESULTS.md).
+COLUMN_WEIGHTS = {"text": 1.0, "terms": 1.0, "defines": 0.5}
+DEFINITION_BOOST = 1.3  # a chunk defining a queried symbol; 1.5 before the folder prior
+DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
+# n-th chunk of one file x FILE_DECAY**(n-1); 0.4 before the folder prior, 0.3 before code chunks
+# of 240 tokens (with PATH_WEIGHT 0.9, 0.2 / 0.25 / 0.3: 46 repos 0.8860 / 0.8860 / 0.8855)
+FILE_DECAY = 0.25
+# A file the query names: every word of its stem (`RetryMiddleware.php`, `client/session.py`) is a
+# word of the query ("retry middleware and backoff", "http client session").
+STEM_BOOST = 2.3  # 2.0 before the folder prior (RESULTS.md tuning log)
+STEM_NOTE = "file name in the query"
+STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
+FOLDER_BOOST = 1.2  # 1.15: 0.8626, 1.2: 0.8629, 1.35: 0.8623 over the 46 repos (RESULTS.md)
+FOLDER_NOTE = "folder named in the query"
+FOLDER_DEPTH = 3  # the last folders of a path that count
+_GENERIC_FOLDERS_TEXT = (
+    "src lib source sources main java kotlin scala go pkg internal include app apps packages "
+    "modules core common util utils test tests spec"
+)
+_GENERIC_FOLDERS = frozenset(_GENERIC_FOLDERS_TEXT.split())
+# Stems that name no topic: the folder names the file instead (`router/index.ts`, `http/mod.rs`).
+_GENERIC_STEMS_TEXT = "index mod init __init__ main lib core utils util types base common helpers"
+_GENERIC_STEMS = frozenset(_GENERIC_STEMS_TEXT.split())
+_GENERIC_PARTS = frozenset(["util", "help", "impl", "base", "common", "default", "abstract"])
+
+# A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
+# "." or "::" inside it (or when the query is that one word).
+_IDENTIFIER_LIKE = re.compile(r"[A-Z_0-9$]|\.|::")
+_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
+
+# (label, path pattern, query words that lift the penalty, factor)
+_PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
+    (
+        "test",
+        re.compile(
+            r"(^|/)(tests?|__tests__|spec|specs|testing|testdata)/|(^|/)test_[^/]*\.py$|"
+            r"[_.-](test|spec)s?\.[^/]+$|(^|/)conftest\.py$"
+        ),
+        frozenset({"test", "tests", "testing", "spec", "specs", "unittest", "pytest", "fixture"}),
+        0.6,
+    ),
+    (
+        "example",
+        # `_examples/`: Go's tools skip a folder named with a leading underscore (chi's examples)
+        re.compile(r"(^|/)_?(examples?|samples?|demos?|docs_src|tutorials?)/"),
+        frozenset({"example", "examples", "sample", "demo", "tutorial"}),
+        0.7,
+    ),
+    (
+        "fixture",
+        re.compile(r"(^|/)(fixtures?|mocks?|stubs?)/"),
+        frozenset({"fixture", "fixtures", "mock", "mocks", "stub"}),
+        0.7,
+    ),
+    (
+        "benchmark",
+        re.compile(r"(^|/)(bench|benches|benchmarks?)/"),
+        frozenset({"bench", "benchmark", "benchmarks", "performance"}),
+        0.7,
+    ),
+    (
+        "vendored",
+        re.compile(r"(^|/)(vendor|vendored|third_party|thirdparty|external|node_modules)/"),
+        frozenset({"vendor", "vendored", "third", "party"}),
+        0.6,
+    ),
+    (
+        "generated",
+        re.compile(r"\.min\.(js|css)$|_pb2(_grpc)?\.py$|\.generated\.|(^|/)generated/|\.g\.dart$"),
+        frozenset({"generated", "minified", "protobuf"}),
+        0.6,
+    ),
+    (
+        # Python's convention for implementation details: `_internal/`, `_utils.py`.
+        "private",
+        re.compile(r"(^|/)_[a-z][^/]*(/|\.py$)"),
+        frozenset({"internal", "internals", "private"}),
+        0.7,
+    ),
+    (
+        # What a file of type declarations declares is defined elsewhere. ×0.8 (0.65 measured
+        # lower): TypeScript 0.728 → 0.740 over the 46 repos (bench/RESULTS.md).
+        "type declarations",
+        re.compile(r"(^|/)(types?|typings)/|\.d\.ts$"),
+        frozenset({"type", "types", "typing", "typings", "interface", "interfaces", "declaration"}),
+        0.8,
+    ),
+)
+
+
+# Words that frame a question rather than name what it is about ("how does the router resolve a
+# route", "where is the cache invalidated"): left out of the text the model embeds, so that the
+# query vector is its topic's. Code has no "how does the", and mean pooling gave such words a share
+# of the vector. The BM25 arm leaves out every stop word already. Session 10 (int8): 46 repos
+# 0.8860 → 0.8889, 7-repo 0.8677 → 0.8717, architecture 0.8372 → 0.8430; SciFact hybrid 0.7251 →
+# 0.7250. Also dropping "and" (0.8860) or "for" (0.8873) cost: they join the topic's words.
+_FRAME_WORDS_TEXT = (
+    "how what where when why which who does do did is are was were be been can could should "
+    "would will the a an of in to"
+)
+FRAME_WORDS = frozenset(_FRAME_WORDS_TEXT.split())
+FRAME_NOTE = "embedded as"  # how --explain names the text the model embedded
+_WORD_EDGES = "?.,!:;'\"()"
+
+
+# A query is a question when its first word is one of these; only a question loses its framing
+# words: a statement, such as a SciFact claim, is embedded as typed (code search scores the same
+# 0.8920 either way; SciFact's claims are statements).
+_QUESTION_WORDS = FRAME_WORDS - frozenset(["be", "been", "the", "a", "an", "of", "in", "to"])
+
+
+def embedding_text(query: str) -> str:
+    """The query as the model embeds it: a question (its first word in ``_QUESTION_WORDS``)
+    without the words that frame it (:data:`FRAME_WORDS`), or as typed when nothing else is
+    left; any other query as typed."""
+    words = query.split()
+    if not words or words[0].lower().strip(_WORD_EDGES) not in _QUESTION_WORDS:
+        return query
+    kept = [word for word in words if word.lower().strip(_WORD_EDGES) not in FRAME_WORDS]
+    return " ".join(kept) if kept else query
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    """What the priors need to know about a query."""
+
+    words: frozenset[str]
+    terms: frozenset[str]  # words and identifier parts, stop words too, singular (stem_words)
+    names: tuple[str, ...]
+    qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
+
+
+def query_info(query: str) -> QueryInfo:
+    """Lower-cased words and the identifier-like names of a query."""
+    words = frozenset(word.lower() for word in re.findall(r"\w+", query))
+    terms = frozenset(stem_words(re.findall(r"[A-Za-z0-9]+", query)))
+    found = [m.group() for m in _QUERY_WORD.finditer(query)]
+    symbols = tuple(
+        dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
+    )
+    qualified: dict[str, set[str]] = {}
+    for symbol in symbols:
+        *qualifiers, name = symbol.replace("::", ".").split(".")
+        if len(name) > 1 and name.lower() not in STOP_WORDS:
+            qualified.setdefault(name, set()).update(q.lower() for q in qualifiers)
+    return QueryInfo(
+        words, terms, tuple(qualified), tuple(frozenset(q) for q in qualified.values())
+    )
+
+
+def stem_words(words: list[str]) -> list[str]:
+    """Lower-case, singular parts of words and identifiers (``Headers`` → ``header``,
+    ``RetryMiddleware`` → ``retry``, ``middleware``), the whole word too; digits dropped."""
+    found: list[str] = []
+    for word in words:
+        parts = split_identifier(word)
+        for part in (word.lower(), *parts) if len(parts) > 1 else (word.lower(),):
+            if not part.isdigit():
+                found.append(_singular(part))
+    return found
+
+
+# Endings stripped so that a word and its derived forms meet ("deserialization", "deserializer",
+# "deserialized"; "formatter", "formatting"; "validator", "validation"; "routes", "route"), longest
+# first ("-ies"/"-ied" become "y": "queries" = "query"), then a doubled last consonant and a final
+# "e"; the stem keeps 4 letters or more (3 for a plural "s": "maps", "keys"). Crude, and only ever
+# compared with words stripped the same way. Session 9 (`-ize`, `-ate`, `-ator` forms, the
+# doubled consonant, 3-letter plurals, `-ies`): 46 repos 0.8801 → 0.8827 (int8), architecture
+# 0.8198 → 0.8279 (bench/RESULTS.md).
+_ENDINGS = (
+    "izations", "ization", "izing", "izers", "izer", "izes", "ized", "ize", "ations", "ation",
+    "ators", "ator", "ates", "ated", "ate", "ings", "ing", "ers", "er", "ies", "ied", "ed", "es",
+    "s",
+)  # fmt: skip
+_UNDOUBLED = frozenset("bdgkmnprt")  # `formatt(er)`, `mapp(ing)`, `runn(ing)`: not l, s, z, f
+
+
+def _singular(word: str) -> str:
+    if not word.endswith("ss"):
+        for ending in _ENDINGS:
+            if word.endswith(ending) and len(word) - len(ending) >= (3 if ending == "s" else 4):
+                word = word[: -len(ending)] + ("y" if ending in ("ies", "ied") else "")
+                if word[-1] == word[-2] and word[-1] in _UNDOUBLED:
+                    word = word[:-1]
+                break
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+@functools.lru_cache(maxsize=65_536)
+def file_name_words(rel: str) -> frozenset[str]:
+    """The words of a file's stem (its folder's for a generic stem like ``index``), as
+    :func:`stem_words` spells them; empty when there is no name to match."""
+    parts = rel.split("/")
+    # The name without its extension: `SqlMapper.Async.cs` is not named by "SqlMapper"
+    stem = parts[-1].rsplit(".", 1)[0] if "." in parts[-1][1:] else parts[-1]
+    if stem.lower() in _GENERIC_STEMS:
+        stem = parts[-2] if len(parts) > 1 else ""
+    # Stop words stay (`ToJSON` is not named by "JSON"), but a name of stop words alone names
+    # nothing.
+    words = frozenset(stem_words(split_identifier(stem)))
+    if not words - STOP_WORDS:
+        return frozenset()
+    # `BooleanUtils`, `RouterImpl`, `StringHelper`: the topic is the rest of the name.
+    return words - _GENERIC_PARTS if words - _GENERIC_PARTS - STOP_WORDS else words
+
+
+@functools.lru_cache(maxsize=65_536)
+def folder_words(rel: str) -> frozenset[str]:
+    """The words of the file's last ``FOLDER_DEPTH`` folders, generic ones (``src``, ``lib``)
+    left out, as :func:`stem_words` spells them."""
+    words: set[str] = set()
+    for folder in rel.split("/")[:-1][-FOLDER_DEPTH:]:
+        if folder.lower() not in _GENERIC_FOLDERS:
+            words.update(stem_words(split_identifier(folder)))
+    return frozenset(word for word in words - STOP_WORDS if len(word) > 2)
+
+
+def names_file(rel: str, info: QueryInfo) -> bool:
+    """True when every word of the file's name is a word of the query."""
+    name = file_name_words(rel)
+    return bool(name) and name <= info.terms
+
+
+def defines_queried(rel: str, text: str, info: QueryInfo) -> bool:
+    """True when the chunk defines a queried name; a qualified name (``std.mem.eql``) counts only
+    in a file whose stem or folders hold one of its qualifiers (``mem.zig``)."""
+    defined = set(_definitions_of(text, info.names))
+    if not defined:
+        return False
+    folders = set(path_terms(rel))
+    return any(
+        not qualifiers or not qualifiers.isdisjoint(folders)
+        for name, qualifiers in zip(info.names, info.qualifiers, strict=True)
+        if name in defined
+    )
+
+
+def _definitions_of(text: str, names: tuple[str, ...]) -> list[str]:
+    """The queried ``names`` the text defines. Definitions are one line each, so only the lines
+    that hold a name are parsed: the full parse of 60 candidates cost more than the search."""
+    if not any(name in text for name in names):
+        return []
+    lines = [line for line in text.splitlines() if any(name in line for name in names)]
+    return [name for name in definitions("\n".join(lines)) if name in names]
+
+
+# Lines that only bring in or pass on names defined elsewhere: imports, re-exports, `use`,
+# `#include`, `require`, and the quoted names of an `__all__` list.
+_IMPORT_WORDS = ("import", "export", "use ", "include", "require", "__all__", "using ", "package ")
+_IMPORT_LINE = re.compile(
+    r"(?:import\b|from\s+\S+\s+import\b|export\s+(?:\*|\{|type\s+\{)|pub\s+use\b|use\b|"
+    r"#\s*include\b|(?:local\s+\w+\s*=\s*)?require\b|using\b|@_exported\b|package\b|"
+    r"__all__\b|\}[ \t]*from\b)"
+)
+# An item or the end of a list (`"Client",`, `Session,`, `]`, `});`): counts neither way, so an
+# `__all__` list is judged by its first line and a block of closing braces is not an import.
+_LIST_LINE = re.compile(r"(?:[\"']?[\w.]+[\"']?,?|[\])};,]+)[ \t]*$")
+REEXPORT_FACTOR = 0.7  # a chunk of imports and re-exports (`__init__.py`, `index.js`, `mod.rs`)
+REEXPORT_SHARE = 0.6  # ... when this share of its lines import or re-export
+
+
+def is_reexport(text: str) -> bool:
+    """True when most of the chunk's first lines import or re-export names defined elsewhere."""
+    # Judged on the first lines (a chunk of imports starts with them): cheap on every candidate,
+    # and most chunks have none of the words such lines need.
+    head = text[:400]
+    if not any(word in head for word in _IMPORT_WORDS):
+        return False
+    lines = list(islice(filter(None, map(str.lstrip, text.split("\n", 24))), 12))
+    if len(lines) < 3:
+        return False
+    counted = [line for line in lines if not _LIST_LINE.match(line)]
+    imports = sum(bool(_IMPORT_LINE.match(line)) for line in counted)
+    return imports > 0 and imports >= REEXPORT_SHARE * len(counted)
+
+
+def chunk_priors(
+    rel: str, text: str, info: QueryInfo, defines: bool | None = None
+) -> list[tuple[str, float]]:
+    """The (name, factor) priors that apply to one chunk; ``defines``: whether it defines a
+    queried name, when that is known already (:func:`defines_queried` otherwise)."""
+    priors: list[tuple[str, float]] = []
+    if REEXPORT_FACTOR != 1.0 and is_reexport(text):
+        priors.append(("imports and re-exports", REEXPORT_FACTOR))
+    if defines is None:
+        defines = bool(info.names) and defines_queried(rel, text, info)
+    if info.names and defines:
+        priors.append((DEFINES_NOTE, DEFINITION_BOOST))
+    priors.extend(path_priors(rel, info))
+    return priors
+
+
+def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
+    """The priors of :func:`chunk_priors` that depend on the chunk's file alone."""
+    priors: list[tuple[str, float]] = []
+    if names_file(rel, info):
+        words = len(file_name_words(rel))
+        share = 1.0 if words > 1 else STEM_SINGLE_SHARE
+        priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
+    if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
+        priors.append((FOLDER_NOTE, FOLDER_BOOST))
+    for label, lifted_by, factor in _path_kinds(rel):
+        if not info.words & lifted_by:
+            priors.append((f"{label} file", factor))
+            break
+    return priors
+
+
+def prior_ceiling(rel: str, info: QueryInfo, defines: bool | None = None) -> float:
+    """The largest product of :func:`chunk_priors` a chunk of the file ``rel`` can get, without
+    its text: its path priors, times the text's priors where they can raise a score
+    (``defines``: whether it defines a queried name, None when not known)."""
+    ceiling = math.prod(factor for _, factor in path_priors(rel, info))
+    if info.names and defines is not False:
+        ceiling *= max(DEFINITION_BOOST, 1.0)
+    return ceiling * max(REEXPORT_FACTOR, 1.0)
+
+
+# The vector arm ranks a chunk by its cosine + FILE_VECTOR_WEIGHT x the mean cosine of its file's
+# best FILE_VECTOR_TOP chunks among the arm's candidates (the chunk's own included): a file whose
+# best chunks all match beats one lone spike among weak chunks. 1.0 / 1.5 / 2.0 / 4.0: 46 repos
+# 0.8663 → 0.8693 / 0.8701 / 0.8700 / 0.8660; SciFact hybrid 0.7206 → 0.7239 (1.0), 0.7234 (2.0).
+# FILE_VECTOR_WHOLE: a code file's mean is over FILE_VECTOR_TOP even when fewer of its chunks
+# are candidates (the missing ones count 0), so a file with several matching chunks — the hub
+# file an architecture question is about — beats a small file with one; documents keep the mean
+# of what they have (an abstract is one chunk). 46 repos 0.8701 → 0.8763 (weight 1.5), 0.8766
+# (1.0; 0.8741 at 0.75, 0.8764 at 1.25, 0.8755 at 2.0); SciFact unchanged by it (0.7239 at 1.0).
+# For every file alike it cost SciFact 0.037 (bench/RESULTS.md, tuning log).
+FILE_VECTOR_WEIGHT = 1.0
+FILE_VECTOR_TOP = 3
+FILE_VECTOR_WHOLE = True
+# The path term: a code file's chunks also gain PATH_WEIGHT x the cosine of the query with the
+# embedding of the file's rel path (`client_ws.py`, `persistence/hf.py`): what the file-name
+# prior does for words the query shares with the path, for meanings ("WebSocket client").
+# 0.25 / 0.5 / 0.75 / 1.0: 46 repos 0.8766 → 0.8812 / 0.8819 / 0.8826 / 0.8821; every file
+# indexed 0.8659 → 0.8798 (documents get no path term: with them 0.8788; SciFact's are `.txt`).
+# With code chunks of 240 (session 9, int8): 0.6 / 0.75 / 0.9 / 1.0 / 1.1 → 0.8839 / 0.8846 /
+# 0.8855 / 0.8848 / 0.8839.
+PATH_WEIGHT = 0.9
+
+
+def file_lifted(
+    nearest: list[tuple[int, float]],
+    file_of: dict[int, int],
+    whole: Collection[int] = (),
+    path_cosine: dict[int, float] | None = None,
+) -> list[int]:
+    """The vector arm's chunk ids (``nearest``: (chunk id, cosine), best first) ranked by the
+    cosine plus ``FILE_VECTOR_WEIGHT`` x the mean of the best ``FILE_VECTOR_TOP`` cosines of the
+    chunk's file among them (``file_of``: chunk id → file id; a chunk missing from it is a file
+    of its own), plus ``PATH_WEIGHT`` x its file's ``path_cosine`` (file id → the query's cosine
+    with the file's path vector; 0 for a file not in it). For the files in ``whole`` the mean
+    is over ``FILE_VECTOR_TOP`` even when fewer of their chunks are candidates."""
+    path_cosine = path_cosine or {}
+    per_file: dict[int, list[float]] = {}
+    for chunk, cosine in nearest:
+        per_file.setdefault(file_of.get(chunk, -chunk), []).append(cosine)
+    mean = {
+        f: sum(c[:FILE_VECTOR_TOP]) / (FILE_VECTOR_TOP if f in whole else len(c[:FILE_VECTOR_TOP]))
+        for f, c in per_file.items()
+    }
+    lifted = []
+    for at, (chunk, cosine) in enumerate(nearest):
+        f = file_of.get(chunk, -chunk)
+        lift = FILE_VECTOR_WEIGHT * mean[f] + PATH_WEIGHT * path_cosine.get(f, 0.0)
+        lifted.append((cosine + lift, -at, chunk))
+    return [chunk for *_, chunk in sorted(lifted, reverse=True)]
+
+
+# File coherence, in hybrid mode: after fusion, each file's best chunk gains FILE_COHERENCE x the
+# best fused score x the file's sum of fused scores over the largest file's sum, so the file that
+# many candidates of both arms come from rises — the hub file an architecture question is about
+# (semble's design). The reported score's ceiling counts it (best_prior). Session 10 (int8):
+# 0.1 / 0.15 / 0.2 / 0.25 / 0.3 / 0.4 → 46 repos 0.8884 / 0.8896 / 0.8899 / 0.8894 / 0.8894 /
+# 0.8882 against 0.8889, architecture 0.8430 → 0.8496 at 0.2 (symbol 0.9673 → 0.9646); SciFact
+# hybrid 0.7250 → 0.7276. Over the top 60 candidates only: 0.8889; for every chunk of the file:
+# 0.8876; the share squared / square-rooted: 0.8887 / 0.8896; documents left out: no change.
+FILE_COHERENCE = 0.2
+COHERENCE_NOTE = "file coherence"  # --explain: "file coherence +0.20" (x the best fused score)
+
+
+# A document (prose: Markdown, text, PDF…, see is_prose) counts its best fused score, not the
+# sum: several matching chunks of one document make it long (an abstract in three chunks), not
+# the hub a code file with several is. Session 11: SciFact hybrid fp32 0.7193 → 0.7242, int8
+# 0.7228 → 0.7251 (the sum lifted long abstracts); code search: bench/RESULTS.md, tuning log.
+DOCUMENT_COHERENCE_SUM = False
+
+
+def file_coherence(
+    scores: dict[int, float], file_of: dict[int, int], documents: Collection[int] = ()
+) -> dict[int, float]:
+    """The share of the best fused score each file's best chunk gains (chunk id → share), from
+    the fused ``scores``; a chunk missing from ``file_of`` (no vector in memory: a file indexed
+    lexically only) is a file of its own. The files in ``documents`` count their best chunk's
+    score instead of the sum (``DOCUMENT_COHERENCE_SUM``)."""
+    if not scores:
+        return {}
+    sums: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for chunk, score in scores.items():
+        file = file_of.get(chunk, -chunk)
+        if DOCUMENT_COHERENCE_SUM or file not in documents:
+            sums[file] = sums.get(file, 0.0) + score
+        else:
+            sums[file] = max(sums.get(file, 0.0), score)
+        if file not in best or score > scores[best[file]]:
+            best[file] = chunk
+    largest = max(sums.values())
+    return {chunk: FILE_COHERENCE * sums[file] / largest for file, chunk in best.items()}
+
+
+# Documents for FILE_VECTOR_WHOLE (prose, not code), with PDF, DOCX and files without an extension.
+_PROSE_EXTENSIONS_TEXT = (
+    ".md .markdown .mdx .txt .text .rst .adoc .asciidoc .org .tex .html .htm .rtf"
+)
+PROSE_EXTENSIONS = DOCUMENT_EXTENSIONS | frozenset([*_PROSE_EXTENSIONS_TEXT.split(), ".rtf"])
+
+
+@functools.lru_cache(maxsize=65_536)
+def is_prose(rel: str) -> bool:
+    """True for documents (Markdown, plain text, PDF…) and files without an extension."""
+    extension = extension_of(rel.rsplit("/", 1)[-1])
+    return not extension or extension in PROSE_EXTENSIONS
+
+
+# The priors that raise a score; the file coherence counts as 1 + its share (a fused score of at
+# most 1 plus at most its share of the best).
+RAISING_NOTES = (DEFINES_NOTE, STEM_NOTE, FOLDER_NOTE, COHERENCE_NOTE)
+
+
+def best_prior(raising: dict[str, float]) -> float:
+    """The largest product of priors a result can have, given the largest factor of each raising
+    prior among the results (the path kinds and the file decay only lower a score)."""
+    return math.prod(raising.get(note, 1.0) for note in RAISING_NOTES)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _path_kinds(rel: str) -> tuple[tuple[str, frozenset[str], float], ...]:
+    """The path kinds a file belongs to, in priority order (cached: a search sees the same files
+    again and again, and seven regular expressions per chunk were a tenth of a warm search)."""
+    lowered = rel.lower()
+    return tuple(
+        (label, lifted_by, factor)
+        for label, pattern, lifted_by, factor in _PATH_KINDS
+        if pattern.search(lowered)
+    )

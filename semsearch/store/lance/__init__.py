@@ -1,0 +1,1 @@
+"""The optional LanceDB index: a folder of Lance tables, for indexes that outgrow one file."""

@@ -1,0 +1,499 @@
+"""The LanceDB index: the optional backend for indexes that outgrow one SQLite file.
+
+Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed with
+``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, five tables::
+
+    meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
+                          the vector index was trained), next_files_id, next_chunks_id,
+                          chunks_epoch (times the chunks table was created)
+    folders(id, path, name, last_indexed)
+    files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
+    chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
+           text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised,
+           text_hash, has_vector: bool)
+    paths(file_id, vector: list<float32>)   a file's rel path embedded (dim long), see lance_paths
+
+A chunk written before its vector holds zeros and ``has_vector`` false (a flag, not a null
+list, keeps ``vector`` a plain fixed-size list for the ANN index); ``text_hash`` keys vectors
+for reuse (see ``lance_tables.VectorColumns``). Schema 1 lacked both; a writer adds them.
+Schema 2 had no ``paths`` table: it is created with the first path vector.
+
+The columns mean what they mean in the SQLite store (see ``store/sqlite/store.py``); ``terms`` and
+``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
+English stemming, no stop-word removal) cover ``text``, ``terms`` and ``defines``.
+
+Vector search is exact (``semsearch.store.exact``, in memory) below ``ANN_MIN_ROWS`` chunks; at
+that size an IVF-HNSW-SQ index with cosine distance is built, and it is retrained whenever the
+table has doubled since. ``maintain`` (after every index run and folder removal) brings the
+full-text and vector indexes up to date, compacts the tables and deletes old versions.
+
+Consistency: every write is one LanceDB commit. A file's chunks are replaced in one commit
+(merge-insert that also deletes the file's old chunks); its ``files`` row is written after, so a
+run killed between the two leaves a row whose mtime/sha no longer match and the next run redoes
+the file. Chunks whose file row never got written are invisible to search and deleted by the
+next ``maintain``. Readers open tables with a read-consistency interval of zero: a long-running
+MCP server sees what another process committed on its next query.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.config import LANCEDB_MISSING
+from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
+from semsearch.search.ranking import COLUMN_WEIGHTS
+from semsearch.store.base import (
+    ChunkRow,
+    FileRef,
+    FileState,
+    FileWrite,
+    Folder,
+    model_mismatch_message,
+    text_hash,
+)
+from semsearch.store.exact import ExactVectors
+from semsearch.text.lexical import TERMS_VERSION, LexicalQuery
+
+try:  # the sibling modules import lancedb and pyarrow too
+    import lancedb
+    import pyarrow as pa
+    from lancedb.index import FTS, BTree, HnswSq
+
+    from semsearch.store.lance.move import move_folder
+    from semsearch.store.lance.paths import PathVectors, moved_path_ids
+    from semsearch.store.lance.query import ann_nearest, full_text
+    from semsearch.store.lance.tables import (
+        FILES,
+        FOLDERS,
+        META,
+        TableRows,
+        VectorColumns,
+        add_hash_columns,
+        chunk_row,
+        chunk_rows,
+        chunk_schema,
+        file_row,
+        folder_records,
+        ids_sql,
+        known_vectors,
+        retagged,
+        retry,
+    )
+except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
+    raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
+
+SCHEMA_VERSION = 3
+ID_BLOCK = 65_536  # ids reserved per meta write
+ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
+ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
+
+
+class LanceStore(VectorColumns, PathVectors):
+    """The LanceDB index folder (see the module docstring for the format)."""
+
+    needs_model_first = True  # the chunks table's schema holds the vector dimension
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not (path / "meta.lance").exists():
+            raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
+        try:
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(path), read_consistency_interval=timedelta(0))
+            names = set(self._db.list_tables().tables)
+            if create:
+                for name, schema in (("meta", META), ("folders", FOLDERS), ("files", FILES)):
+                    if name not in names:
+                        self._db.create_table(name, schema=schema)
+            self._meta = self._db.open_table("meta")
+            self._folders = self._db.open_table("folders")
+            self._files = self._db.open_table("files")
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+        self._chunks: Any = None
+        self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
+        self._file_cache = TableRows(self._files)
+        self._folder_cache = TableRows(self._folders)
+        self._ann: tuple[int, bool] = (-1, False)
+        self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
+        self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
+        self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
+        self._check_version(create)
+
+    def _check_version(self, create: bool) -> None:
+        version = self.meta("schema_version")
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"Index {self.path} has LanceDB schema version {version}; this semsearch knows "
+                f"{SCHEMA_VERSION}. Upgrade semsearch."
+            )
+        if create and version is None:
+            self._put_meta({"schema_version": str(SCHEMA_VERSION), "terms_version": TERMS_VERSION})
+        elif create and self.meta("terms_version") != TERMS_VERSION:
+            self._retag()
+        if create and version is not None and int(version) < SCHEMA_VERSION:
+            if self._chunk_table() is not None and not self.has_flags():
+                add_hash_columns(self._chunk_table())  # schema 1 → 2
+            self._put_meta({"schema_version": str(SCHEMA_VERSION)})
+
+    # -- small tables --------------------------------------------------------------------
+
+    def _meta_values(self) -> dict[str, str]:
+        version = self._meta.version
+        if self._meta_cache[0] != version:
+            rows = self._meta.to_arrow().to_pylist()
+            self._meta_cache = (version, {row["key"]: row["value"] for row in rows})
+        return self._meta_cache[1]
+
+    def meta(self, key: str) -> str | None:
+        """One meta value, or None."""
+        return self._meta_values().get(key)
+
+    def _put_meta(self, values: dict[str, str]) -> None:
+        rows = pa.Table.from_pylist([{"key": k, "value": v} for k, v in values.items()], META)
+        self._meta.merge_insert(
+            "key"
+        ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
+
+    def _file_rows(self) -> dict[int, dict[str, Any]]:
+        return self._file_cache.rows()
+
+    def _folder_rows(self) -> dict[int, dict[str, Any]]:
+        return self._folder_cache.rows()
+
+    def _chunk_table(self) -> Any:
+        if self._chunks is None and "chunks" in self._db.list_tables().tables:
+            self._chunks = self._db.open_table("chunks")
+        return self._chunks
+
+    def _allocate(self, name: str, count: int) -> int:
+        """The first of ``count`` fresh ids for ``files`` or ``chunks``; ids are never reused.
+
+        Ids are reserved in blocks recorded in meta (``next_files_id``, ``next_chunks_id``)
+        before use, so another writer, or this one after a drop, never hands them out again.
+        """
+        start, end = self._reserved.get(name, (0, 0))
+        if start + count > end:
+            start = int(self.meta(f"next_{name}_id") or 1)
+            end = start + max(count, ID_BLOCK)
+            self._put_meta({f"next_{name}_id": str(end)})
+        self._reserved[name] = (start + count, end)
+        return start
+
+    # -- the Store interface ---------------------------------------------------------------
+
+    def generation(self) -> int:
+        """The chunks table's epoch, then the sum of the tables' versions: every commit raises it.
+
+        A recreated chunks table (another model) starts its versions again; the epoch, counted
+        in meta, keeps the number from ever repeating one seen before.
+        """
+        chunks = self._chunk_table()
+        total: int = self._meta.version + self._folders.version + self._files.version
+        total += chunks.version if chunks is not None else 0
+        total += self.path_version()
+        return (int(self.meta("chunks_epoch") or 0) << 40) + total
+
+    def model(self) -> tuple[str, int] | None:
+        """The (model id, dimension) the stored vectors were made with, if any."""
+        values = self._meta_values()
+        model_id, dim = values.get("model_id"), values.get("dim")
+        return None if model_id is None or dim is None else (model_id, int(dim))
+
+    def set_model(self, model_id: str, dim: int) -> None:
+        """Record the model and create the chunks table; refuses to switch while chunks exist."""
+        current = self.model()
+        chunks = self._chunk_table()
+        if current == (model_id, dim) and chunks is not None:
+            return
+        if current is not None and current != (model_id, dim) and self.chunk_count() > 0:
+            raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
+        if chunks is not None:
+            self._db.drop_table("chunks")
+        self._drop_path_vectors(None)  # of another model (or none: a rebuild dropped them)
+        self._chunks = self._db.create_table("chunks", schema=chunk_schema(dim))
+        for column in COLUMN_WEIGHTS:
+            self._chunks.create_index(
+                column, config=FTS(remove_stop_words=False, stem=True, ascii_folding=True)
+            )
+        self._chunks.create_index("id", config=BTree())
+        epoch = str(int(self.meta("chunks_epoch") or 0) + 1)
+        self._put_meta({"model_id": model_id, "dim": str(dim), "chunks_epoch": epoch})
+
+    def chunk_count(self) -> int:
+        """Number of stored chunks."""
+        chunks = self._chunk_table()
+        return 0 if chunks is None else int(chunks.count_rows())
+
+    def ensure_folder(self, path: str, name: str) -> int:
+        """The folder's id, creating its row if needed."""
+        for row in self._folder_rows().values():
+            if row["path"] == path:
+                return int(row["id"])
+        folder_id = max(self._folder_rows(), default=0) + 1
+        row = {"id": folder_id, "path": path, "name": name, "last_indexed": None}
+        self._folders.add(pa.Table.from_pylist([row], FOLDERS))
+        return folder_id
+
+    def folders(self) -> list[Folder]:
+        """Every folder in the index with file and chunk counts."""
+        return folder_records(self._folder_rows(), self._file_rows(), self._chunks_per_file())
+
+    def _chunks_per_file(self) -> dict[int, int]:
+        chunks = self._chunk_table()
+        if chunks is None:
+            return {}
+        column = chunks.search().select(["file_id"]).limit(None).to_arrow()["file_id"]
+        counts = pa.compute.value_counts(column).to_pylist()
+        return {item["values"]: item["counts"] for item in counts}
+
+    def file_states(self, folder_id: int) -> dict[str, FileState]:
+        """rel → state for every file remembered under a folder."""
+        return {
+            row["rel"]: FileState(
+                row["id"], row["rel"], row["mtime_ns"], row["size"], row["sha256"], row["status"]
+            )
+            for row in self._file_rows().values()
+            if row["folder_id"] == folder_id
+        }
+
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference for every file that has chunks; rebuilt when a table changed."""
+        files, folders = self._file_rows(), self._folder_rows()
+        if self._refs[0] is not files or self._refs[1] is not folders:  # a table was re-read
+            refs = {
+                row["id"]: FileRef(
+                    row["id"],
+                    row["folder_id"],
+                    folders[row["folder_id"]]["name"],
+                    folders[row["folder_id"]]["path"],
+                    row["rel"],
+                )
+                for row in files.values()
+                if row["status"] == "ok" and row["folder_id"] in folders
+            }
+            self._refs = (files, folders, refs)
+        return self._refs[2]
+
+    def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
+        """Replace several files: their chunks in one commit, then their rows in another.
+
+        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        """
+        if not writes:
+            return
+        existing = {(r["folder_id"], r["rel"]): r["id"] for r in self._file_rows().values()}
+        fresh = [w for w in writes if (w.folder_id, w.rel) not in existing]
+        next_file = self._allocate("files", len(fresh)) if fresh else 0
+        dim = int(self.meta("dim") or 0)
+        wanted = {text_hash(c.text) for w in writes if w.vectors is None for c in w.chunks}
+        known = self.stored_vectors(wanted, dim) if reuse and wanted else {}
+        file_rows: list[dict[str, Any]] = []
+        parts: list[pa.Table] = []
+        for write in writes:
+            file_id = existing.get((write.folder_id, write.rel))
+            if file_id is None:
+                file_id, next_file = next_file, next_file + 1
+            file_rows.append(file_row(write, file_id))
+            if write.chunks:
+                first = self._allocate("chunks", len(write.chunks))
+                parts.append(chunk_rows(write, file_id, first, *known_vectors(write, known, dim)))
+        file_ids = ids_sql(row["id"] for row in file_rows)
+        replaced = [existing[k] for k in ((w.folder_id, w.rel) for w in writes) if k in existing]
+        chunks = self._chunk_table()
+        if parts:
+            if chunks is None:
+                raise StoreError("Chunks written before the model was recorded (set_model).")
+            chunks.merge_insert(
+                "id"
+            ).when_not_matched_insert_all().when_not_matched_by_source_delete(
+                f"file_id IN ({file_ids})"
+            ).execute(pa.concat_tables(parts))
+        elif chunks is not None and replaced:  # new files have fresh ids: nothing to delete
+            chunks.delete(f"file_id IN ({ids_sql(replaced)})")
+        self._files.merge_insert(
+            "id"
+        ).when_matched_update_all().when_not_matched_insert_all().execute(
+            pa.Table.from_pylist(file_rows, FILES)
+        )
+
+    def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
+        """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
+        rows = self._file_rows()
+        changed = [{**rows[i], "mtime_ns": m} for i, m in touches if i in rows]
+        if changed:
+            self._files.merge_insert("id").when_matched_update_all().execute(
+                pa.Table.from_pylist(changed, FILES)
+            )
+
+    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int:
+        """Forget files (and their chunks) under a folder; returns how many were given."""
+        wanted = set(rels)
+        ids = [
+            r["id"]
+            for r in self._file_rows().values()
+            if r["folder_id"] == folder_id and r["rel"] in wanted
+        ]
+        self._delete_file_ids(ids)
+        return len(wanted)
+
+    def _delete_file_ids(self, ids: list[int]) -> None:
+        """Chunks first: a run killed in between leaves rows the next run deletes again."""
+        if not ids:
+            return
+        chunks = self._chunk_table()
+        if chunks is not None:
+            chunks.delete(f"file_id IN ({ids_sql(ids)})")
+        self._drop_path_vectors(ids)
+        self._files.delete(f"id IN ({ids_sql(ids)})")
+
+    def remove_folder(self, path: str) -> int:
+        """Purge a folder and everything under it; returns the number of files purged."""
+        folder = next((r for r in self._folder_rows().values() if r["path"] == path), None)
+        if folder is None:
+            return 0
+        mine = [r for r in self._file_rows().values() if r["folder_id"] == folder["id"]]
+        self._delete_file_ids([r["id"] for r in mine])
+        self._folders.delete(f"id = {int(folder['id'])}")
+        return sum(1 for r in mine if r["status"] == "ok")
+
+    def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
+        """Give a folder's files to ``new_path`` under ``prefix`` (see ``lance_move``)."""
+        tables = (self._folders, self._files, self._chunk_table())
+        rows = (self._folder_rows(), self._file_rows())
+        self._drop_path_vectors(moved_path_ids(rows, old_path, new_path, prefix))
+        return move_folder(tables, rows, old_path, new_path, prefix)
+
+    def mark_indexed(self, folder_id: int) -> None:
+        """Stamp the folder with the time of its last complete index run."""
+        self._folders.update(where=f"id = {int(folder_id)}", values={"last_indexed": time.time()})
+
+    def clear_chunks(self) -> None:
+        """Drop every file and chunk (a rebuild with another model), keeping folders."""
+        if self._chunk_table() is not None:
+            self._db.drop_table("chunks")
+            self._chunks = None
+        self._drop_path_vectors(None)
+        self._files.delete("true")
+        self._meta.delete("key IN ('model_id', 'dim', 'ann_rows')")
+
+    def has_ann(self) -> bool:
+        """True once the chunks table has its vector index."""
+        chunks = self._chunk_table()
+        if chunks is None:
+            return False
+        if self._ann[0] != chunks.version:
+            found = any("vector" in index.columns for index in chunks.list_indices())
+            self._ann = (chunks.version, found)
+        return self._ann[1]
+
+    def preload(self) -> None:
+        """Below the ANN threshold, read the vectors into memory unless they are there."""
+        if not self._exact.is_loaded and not self.has_ann():
+            self._exact.refresh()
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``pool`` nearest chunks, best first.
+
+        Exact in memory below the ANN threshold; from the vector index once it is built.
+        """
+        if not self.has_ann():
+            return self._exact.nearest(query, pool, file_ids)
+        self._exact.clear()  # the index answers from now on: free the matrix
+        return ann_nearest(self._chunk_table(), query, pool, file_ids)
+
+    def lexical(
+        self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Chunk ids matching the query, best BM25 first, optionally within files."""
+        chunks = self._chunk_table()
+        expression = full_text(query)
+        if chunks is None or expression is None:
+            return []
+
+        def run() -> list[int]:
+            search = chunks.search(expression, query_type="fts").select(["id", "_score"])
+            search = search.limit(limit)
+            if file_ids is not None:
+                search = search.where(f"file_id IN ({ids_sql(file_ids)})", prefilter=True)
+            return [int(i) for i in search.to_arrow()["id"].to_numpy()]
+
+        return retry(run)
+
+    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id: from the vectors in memory below the ANN threshold."""
+        if not self.has_ann():
+            return self._exact.files_of(ids)
+        return {row.id: row.file_id for row in self.chunks(ids)}
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked (chunks of unknown files are left out)."""
+        chunks = self._chunk_table()
+        if not ids or chunks is None:
+            return []
+        columns = ["id", "file_id", "start_line", "end_line", "page", "text"]
+
+        def run() -> list[dict[str, Any]]:
+            search = chunks.search().where(f"id IN ({ids_sql(ids)})").select(columns)
+            rows: list[dict[str, Any]] = search.limit(len(ids)).to_arrow().to_pylist()
+            return rows
+
+        files, folders = self._file_rows(), self._folder_rows()
+        found = (chunk_row(row, files, folders) for row in retry(run))
+        by_id = {row.id: row for row in found if row is not None}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def maintain(self) -> None:
+        """Repair, index, compact: run after every index run and folder removal."""
+        chunks = self._chunk_table()
+        if chunks is not None:
+            known = set(self._file_rows())
+            orphans = [f for f in self._chunks_per_file() if f not in known]
+            if orphans:  # chunks of a run killed before their file rows were written
+                chunks.delete(f"file_id IN ({ids_sql(orphans)})")
+            self._build_ann(chunks)
+        paths = self._path_table()
+        with warnings.catch_warnings():
+            # "removes every version except the latest": intended. Writers are serialised by
+            # the lock file, and a reader that raced the clean-up retries once (retry).
+            warnings.simplefilter("ignore", UserWarning)
+            for table in (self._meta, self._folders, self._files, chunks, paths):
+                if table is not None:
+                    table.optimize(cleanup_older_than=timedelta(0))
+
+    def _build_ann(self, chunks: Any) -> None:
+        rows = int(chunks.count_rows())
+        trained = int(self.meta("ann_rows") or 0)
+        if rows < ANN_MIN_ROWS or (self.has_ann() and rows < 2 * trained):
+            return
+        partitions = max(1, round(rows / ANN_PARTITION_ROWS))
+        config = HnswSq(distance_type="cosine", num_partitions=partitions)
+        chunks.create_index("vector", config=config, replace=True)
+        self._put_meta({"ann_rows": str(rows)})
+
+    def _retag(self) -> None:
+        """Recompute the ``terms`` and ``defines`` columns after their rules changed."""
+        chunks = self._chunk_table()
+        if chunks is not None and chunks.count_rows():
+            table = chunks.search().select(["id", "file_id", "text"]).limit(None).to_arrow()
+            update = retagged(table, self._file_rows())
+            chunks.merge_insert("id").when_matched_update_all().execute(update)
+        self._put_meta({"terms_version": TERMS_VERSION})
+
+    def size_bytes(self) -> int:
+        """Bytes on disk under the index folder."""
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+    def close(self) -> None:
+        """Forget the table handles (LanceDB holds no file open between calls)."""
+        self._chunks = None

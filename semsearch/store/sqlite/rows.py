@@ -1,0 +1,255 @@
+"""The SQLite index's row helpers: vectors read into numpy, stored vectors by text hash, and
+file deletion. SQL of :mod:`semsearch.store.sqlite.store`, kept apart so that module stays readable.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+from semsearch.errors import StoreError
+from semsearch.store.base import ChunkRow, FloatArray, IdArray
+from semsearch.store.exact import ExactVectors
+from semsearch.store.sqlite.schema import connect, has_column
+
+
+class VectorReader:
+    """The vectors in memory and the chunk rows, read through a connection of their own.
+
+    Search runs the lexical arm on the store's connection in a worker thread while the vector
+    arm runs and chunk rows are read, and a connection is never used by two threads at once:
+    this one's users take turns through a lock (the lexical worker reads rows too, for the
+    definitions arm).
+    """
+
+    def __init__(self, path: Path, read_only: bool) -> None:
+        self._conn = connect(path, read_only)
+        self._lock = threading.Lock()
+        self.exact = ExactVectors(self)
+        self.has_paths = has_column(self._conn, "files", "path_vector")
+        self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
+        self._path_size = 0  # bytes of a path blob of the index's dimension (path_blob)
+
+    def generation(self) -> int:
+        """The store's write counter."""
+        with self._lock:
+            return read_generation(self._conn)
+
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        with self._lock:
+            return read_vector_ids(self._conn)
+
+    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        with self._lock:
+            return read_vectors(self._conn, min_id)
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked; unknown ids are left out."""
+        with self._lock:
+            return read_chunks(self._conn, ids)
+
+    def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
+        """File id → path vector of those of ``file_ids`` that have one ({} in a read-only
+        index of schema version 3, which has none). What was read is kept until the store's
+        generation changes, so a warm search reads only the files it has not seen."""
+        if not self.has_paths or not file_ids:
+            return {}
+        generation = self.generation()
+        with self._lock:
+            if self._paths[0] != generation:
+                self._paths = (generation, {})
+                self._path_size = 4 + read_dim(self._conn, 0)
+            known = self._paths[1]
+            missing = [int(i) for i in file_ids if int(i) not in known]
+            if missing:
+                marks = ",".join("?" * len(missing))
+                rows = self._conn.execute(
+                    f"SELECT id, path_vector FROM files WHERE id IN ({marks})", missing
+                )
+                for i, blob in rows:  # empty (a document), NULL, or damaged: none
+                    right = blob is not None and len(blob) == self._path_size > 4
+                    known[int(i)] = path_from_blob(blob) if right else None
+                known.update((i, None) for i in missing if i not in known)
+        return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+
+def read_generation(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def read_vector_ids(conn: sqlite3.Connection) -> IdArray:
+    rows = conn.execute("SELECT id FROM chunks WHERE vector IS NOT NULL ORDER BY id").fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
+def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+    rows = conn.execute(
+        "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
+        (min_id,),
+    ).fetchall()
+    dim = read_dim(conn, 0)  # rows without a recorded dimension: "damaged" below
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim)
+
+
+VECTOR_DTYPE = "<f2"  # float16 since schema 5: cosines move by ~1e-4, rankings did not move
+# ... and float32, what schema 4 and before wrote (such rows stay readable)
+VECTOR_DTYPES = (VECTOR_DTYPE, "<f4")
+
+
+def vector_blobs(vectors: FloatArray) -> list[bytes]:
+    """Chunk vectors as stored: ``dim`` little-endian float16 values each (schema 5)."""
+    return [row.tobytes() for row in np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)]
+
+
+def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> FloatArray:
+    """The float32 matrix of stored chunk vectors: float16 rows, or float32 rows of an index
+    written before schema 5 (one file may hold both: rows are decoded by their size)."""
+    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    kinds = [(dtype, sizes == dim * np.dtype(dtype).itemsize) for dtype in VECTOR_DTYPES]
+    for dtype, chosen in kinds:
+        if chosen.all():  # one kind of row (the usual case): decoded in one go
+            matrix = np.frombuffer(b"".join(blobs), dtype=dtype).reshape(len(blobs), dim)
+            return matrix.astype(np.float32, copy=False)
+    if sum(int(chosen.sum()) for _, chosen in kinds) != len(blobs):
+        raise StoreError(
+            f"The index holds chunk vectors that are not {dim} float16 or float32 values: it is "
+            "damaged. Rebuild it with `semsearch index --force`."
+        )
+    matrix = np.empty((len(blobs), dim), dtype=np.float32)
+    for dtype, chosen in kinds:
+        at = np.flatnonzero(chosen)
+        joined = b"".join(blobs[i] for i in at.tolist())
+        matrix[at] = np.frombuffer(joined, dtype=dtype).reshape(len(at), dim)
+    return matrix
+
+
+def read_dim(conn: sqlite3.Connection, default: int) -> int:
+    """The vector dimension the index recorded (``meta.dim``), else ``default``."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+    return default if row is None else int(row[0])
+
+
+def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, bytes]:
+    """text hash → a stored vector of that text, for the hashes that have one."""
+    found: dict[str, bytes] = {}
+    unique = list(set(hashes))
+    for start in range(0, len(unique), 500):  # below SQLite's bound-parameter limit
+        part = unique[start : start + 500]
+        rows = conn.execute(
+            "SELECT text_hash, vector FROM chunks WHERE vector IS NOT NULL"
+            f" AND text_hash IN ({','.join('?' * len(part))})",
+            part,
+        )
+        found.update(rows.fetchall())
+    return found
+
+
+def delete_files_where(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
+    """Delete files matching a fixed WHERE clause, their chunks first.
+
+    The chunks go while their file rows still exist: the FTS delete trigger needs the path.
+    """
+    conn.execute(
+        f"DELETE FROM chunks WHERE file_id IN (SELECT id FROM files WHERE {where})", params
+    )
+    conn.execute(f"DELETE FROM files WHERE {where}", params)
+
+
+# A folder's chunks as chunks_fts rows, as the triggers write them (folder id bound).
+FTS_ROW = "rowid, text, terms, defines"
+FTS_VALUES = (
+    "c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)"
+    " FROM chunks c JOIN files x ON x.id = c.file_id WHERE x.folder_id = ?"
+)
+
+
+def move_files(
+    conn: sqlite3.Connection, old: int, new: int | None, new_path: str, prefix: str
+) -> int:
+    """Folder ``old``'s files to folder ``new`` (or ``old`` renamed to ``new_path`` when ``new`` is
+    None), their rel paths under ``prefix``, inside the caller's transaction; ok files moved."""
+    if new is not None:  # the files already there win
+        delete_files_where(
+            conn,
+            "folder_id = ? AND ? || rel IN (SELECT rel FROM files WHERE folder_id = ?)",
+            (old, prefix, new),
+        )
+    if prefix:  # the FTS `terms` come from rel: take them out under the old rel
+        conn.execute(
+            f"INSERT INTO chunks_fts(chunks_fts, {FTS_ROW}) SELECT 'delete', {FTS_VALUES}",
+            (old,),
+        )
+        conn.execute(  # a new rel: its path vector is made again
+            "UPDATE files SET rel = ? || rel, path_vector = NULL WHERE folder_id = ?", (prefix, old)
+        )
+        conn.execute(f"INSERT INTO chunks_fts({FTS_ROW}) SELECT {FTS_VALUES}", (old,))
+    moved = conn.execute(
+        "SELECT count(*) FROM files WHERE folder_id = ? AND status = 'ok'", (old,)
+    ).fetchone()[0]
+    if new is None:
+        name = PurePath(new_path).name
+        conn.execute("UPDATE folders SET path = ?, name = ? WHERE id = ?", (new_path, name, old))
+    else:
+        conn.execute("UPDATE files SET folder_id = ? WHERE folder_id = ?", (new, old))
+        conn.execute("DELETE FROM folders WHERE id = ?", (old,))
+    return int(moved)
+
+
+def read_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[ChunkRow]:
+    """Stored chunks by id, in the order asked; unknown ids are left out."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT c.id, c.file_id, f.path, f.name, x.rel, x.kind, c.start_line, c.end_line,"
+        " c.page, c.text FROM chunks c JOIN files x ON x.id = c.file_id"
+        f" JOIN folders f ON f.id = x.folder_id WHERE c.id IN ({marks})",
+        list(ids),
+    ).fetchall()
+    by_id = {row[0]: ChunkRow(*row) for row in rows}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def read_pending_paths(conn: sqlite3.Connection, limit: int) -> list[tuple[int, str]]:
+    """(file id, rel) of up to ``limit`` ok files without a path vector, by id ([] in a file
+    without the column: a read-only version 3, which cannot be given any)."""
+    if not has_column(conn, "files", "path_vector"):
+        return []
+    rows = conn.execute(
+        "SELECT id, rel FROM files WHERE status = 'ok' AND path_vector IS NULL ORDER BY id LIMIT ?",
+        (limit,),
+    )
+    return [(int(i), rel) for i, rel in rows]
+
+
+def path_blob(vector: FloatArray) -> bytes:
+    """A path vector as stored: its largest magnitude m as a little-endian float32, then each
+    component as a signed byte, round(127 x value / m) (a quarter of float32's bytes; cosines
+    move by ~1e-3), or empty for a zero vector (a file that has none: search leaves it out)."""
+    scale = float(np.abs(vector).max())
+    if not scale:
+        return b""
+    quantised = np.round(np.asarray(vector, dtype=np.float32) * (127.0 / scale)).astype(np.int8)
+    return bytes(np.array([scale], dtype="<f4").tobytes()) + bytes(quantised.tobytes())
+
+
+def path_from_blob(blob: bytes) -> FloatArray:
+    """The float32 path vector of a stored blob (see :func:`path_blob`)."""
+    scale = float(np.frombuffer(blob[:4], dtype="<f4")[0])
+    vector: FloatArray = np.frombuffer(blob[4:], dtype=np.int8) * np.float32(scale / 127.0)
+    return vector

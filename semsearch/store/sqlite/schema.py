@@ -1,0 +1,222 @@
+"""The SQLite index's DDL and migrations, and how its connections are opened.
+
+The format itself is described in :mod:`semsearch.store.sqlite.store`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
+from semsearch.store.base import text_hash
+from semsearch.store.lock import disk_full_message, read_only_message
+from semsearch.text.lexical import chunk_terms, definitions
+
+SCHEMA_VERSION = 5
+BUSY_TIMEOUT_MS = 30_000
+
+# Schema version 1: the tables. Its first form also had an external-content FTS5 table over
+# `text`; version 2 replaced it with the contentless three-column table (FTS_SQL).
+TABLES_SQL = """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE folders(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, name TEXT NOT NULL, last_indexed REAL);
+    CREATE TABLE files(
+        id INTEGER PRIMARY KEY,
+        folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+        rel TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT,
+        status TEXT NOT NULL, kind TEXT, UNIQUE(folder_id, rel));
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
+        text TEXT NOT NULL, vector BLOB NOT NULL);
+    CREATE INDEX chunks_file ON chunks(file_id);
+"""
+
+TRIGGERS_SQL = """
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
+            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),
+            ss_defines(new.text));
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines) VALUES ('delete', old.id,
+            old.text, ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text),
+            ss_defines(old.text));
+    END;
+"""
+
+FTS_SQL = (
+    """
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
+"""
+    + TRIGGERS_SQL
+    + """
+    INSERT INTO chunks_fts(rowid, text, terms, defines)
+        SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
+        FROM chunks c JOIN files x ON x.id = c.file_id;
+"""
+)
+
+# Version 3: `vector` may be NULL (a chunk waiting for its vector) and `text_hash` keys vectors
+# for reuse. SQLite cannot relax NOT NULL in place, so the table is copied with its ids (the FTS
+# rows keep pointing at them) and its AUTOINCREMENT counter (ids are never reused).
+NULLABLE_VECTORS_SQL = (
+    """
+    CREATE TABLE chunks_v3(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL, end_offset INTEGER NOT NULL, page INTEGER,
+        text TEXT NOT NULL, vector BLOB, text_hash TEXT NOT NULL);
+    INSERT INTO chunks_v3(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
+            text, vector, text_hash)
+        SELECT id, file_id, ord, start_line, end_line, start_offset, end_offset, page, text,
+            vector, ss_text_hash(text) FROM chunks;
+    DELETE FROM sqlite_sequence WHERE name = 'chunks_v3';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'chunks_v3', seq FROM sqlite_sequence
+        WHERE name = 'chunks';
+    DROP TABLE chunks;
+    ALTER TABLE chunks_v3 RENAME TO chunks;
+    CREATE INDEX chunks_file ON chunks(file_id);
+    CREATE INDEX chunks_text_hash ON chunks(text_hash);
+    CREATE INDEX chunks_pending ON chunks(id) WHERE vector IS NULL;
+"""
+    + TRIGGERS_SQL
+)
+
+
+# Version 4: each file's path vector (the embedding of its rel path: the ranking's path term),
+# NULL until the second pass of an index run embeds it.
+PATH_VECTORS_SQL = "ALTER TABLE files ADD COLUMN path_vector BLOB;"
+# The last version without path vectors: read-only, such a file is searched without them.
+NO_PATH_VECTORS_VERSION = 3
+
+# Version 5: chunk vectors are written as float16 (768 bytes for 384 dimensions instead of 1,536).
+# Nothing is rewritten: a version-4 file's float32 rows are read by their size, and the version
+# number keeps an older semsearch from reading float16 rows as float32.
+FLOAT16_VECTORS_SQL = ""
+
+# Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
+# stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
+MIGRATIONS: tuple[str, ...] = (
+    TABLES_SQL,
+    FTS_SQL,
+    NULLABLE_VECTORS_SQL,
+    PATH_VECTORS_SQL,
+    FLOAT16_VECTORS_SQL,
+)
+PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
+AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
+SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
+
+
+def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    """True when ``table`` has ``column`` (a read-only file of an older schema may lack it)."""
+    return column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
+    """A connection with the busy timeout, foreign keys and the SQL functions the triggers call.
+
+    ``read_only`` (the file or its folder is not writable): ``mode=ro``, which reads the WAL when
+    its -shm file exists; without one on read-only media, ``immutable=1``, which is safe there as
+    nobody can write the file. A WAL left with content but no -shm cannot be read that way.
+    """
+    if not read_only:
+        return _configured(str(path), uri=False)
+    target = path.resolve().as_uri()
+    try:
+        conn = _configured(f"{target}?mode=ro", uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(
+                f"Index {path} is read-only and its write-ahead log {wal.name} holds changes "
+                "that cannot be read without write access. Copy both files somewhere writable."
+            ) from None
+    return _configured(f"{target}?immutable=1", uri=True)
+
+
+def _configured(target: str, uri: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        target,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=uri,
+    )
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.create_function("ss_terms", 2, _terms, deterministic=True)
+    conn.create_function("ss_defines", 1, _defines, deterministic=True)
+    conn.create_function("ss_text_hash", 1, text_hash, deterministic=True)
+    return conn
+
+
+def _defines(text: str) -> str:
+    return " ".join(definitions(text))
+
+
+def _terms(rel: str | None, text: str) -> str:
+    if rel is None:  # the file row must still exist when its chunks are written or deleted
+        raise ValueError("chunk without a file row")
+    return chunk_terms(rel, text)
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN … END)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.strip().splitlines():
+        buffer += line + "\n"
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; callers read the message too
+    return None if code is None else int(code) & 0xFF
+
+
+def is_write_failure(exc: sqlite3.Error) -> bool:
+    """Disk full or read-only: failures of the medium, not of the statement."""
+    text = str(exc)
+    return _primary_code(exc) in (SQLITE_FULL, SQLITE_READONLY) or (
+        "disk is full" in text or "readonly database" in text
+    )
+
+
+def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """The StoreError of a failed write: disk full and read-only get their own one-line advice."""
+    primary = _primary_code(exc)
+    if primary == SQLITE_FULL or "disk is full" in str(exc):
+        return DiskFullError(disk_full_message(path))
+    if primary == SQLITE_READONLY or "readonly database" in str(exc):
+        return ReadOnlyError(read_only_message(path))
+    return StoreError(f"Cannot write index {path}: {exc}")
+
+
+def reclaim_space(conn: sqlite3.Connection) -> None:
+    """Give free pages back to the file system: incrementally in a file made with
+    ``auto_vacuum=INCREMENTAL``; an older file is switched to it by one full VACUUM."""
+    if not conn.execute("PRAGMA freelist_count").fetchone()[0]:
+        return
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != AUTO_VACUUM_INCREMENTAL:
+        conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
+        conn.execute("VACUUM")
+    else:
+        # execute() steps once and frees one page; a script runs the pragma to the end.
+        conn.executescript("PRAGMA incremental_vacuum;")
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

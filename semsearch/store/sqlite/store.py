@@ -1,0 +1,500 @@
+"""The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
+
+On-disk format (schema version 5, ``PRAGMA user_version``)::
+
+    meta(key TEXT PRIMARY KEY, value TEXT)
+        schema_version, model_id, dim, generation (bumped by every write), terms_version
+        (the rules of the FTS ``terms`` and ``defines`` columns; see semsearch.text.lexical)
+    folders(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, last_indexed REAL)
+        path: absolute path of the folder on the machine that indexed it
+    files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
+          mtime_ns INTEGER, size INTEGER, sha256 TEXT, status TEXT, kind TEXT,
+          UNIQUE(folder_id, rel), path_vector BLOB NULL)
+        rel: POSIX path relative to the folder, so a copied index still searches;
+        path_vector: the embedding of rel (sqlite_rows.path_blob: a byte a component); empty
+        for a file without one (a document), NULL until embedded;
+        status: ok | empty | binary | too_large | error (files without chunks are remembered so
+        an unchanged one is not re-read)
+    chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
+           start_line INTEGER, end_line INTEGER, start_offset INTEGER, end_offset INTEGER,
+           page INTEGER NULL, text TEXT, vector BLOB NULL, text_hash TEXT)
+        text: a verbatim slice of the extracted text; offsets are str (code point) indices;
+        lines are 1-based and inclusive; vector: `dim` little-endian float16 values (float32 in
+        rows from before version 5, kept and read), L2-normalised, or NULL while the chunk waits
+        (an index run writes text first, vectors after; `chunks_pending` finds those);
+        text_hash: 32 hex digits of BLAKE2b-128 of the UTF-8 text (`store.base.text_hash`),
+        indexed, so a chunk of the same text anywhere in the index lends its vector.
+        Chunk ids are never reused, so a reader can refresh only what changed.
+    chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
+        `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
+        text/lexical.py), tokenizer `porter unicode61 remove_diacritics 2`. Triggers keep it in
+        step with `chunks`; they call the SQL functions `ss_terms(rel, text)` and
+        `ss_defines(text)`, which every connection of semsearch registers (a connection without
+        them cannot write chunks, rather than corrupt the FTS index).
+
+WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
+serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
+New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
+one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
+Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
+and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors. Opening such a
+file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
+from semsearch.search.ranking import COLUMN_WEIGHTS
+from semsearch.store.base import (
+    ChunkRow,
+    FileRef,
+    FileState,
+    FileWrite,
+    FloatArray,
+    Folder,
+    IdArray,
+    model_mismatch_message,
+    text_hash,
+)
+from semsearch.store.lock import is_writable, read_only_message
+from semsearch.store.sqlite.lexical import LexicalReader
+from semsearch.store.sqlite.rows import (
+    VectorReader,
+    delete_files_where,
+    move_files,
+    path_blob,
+    read_generation,
+    read_pending_paths,
+    read_stored_vectors,
+    read_vector_ids,
+    read_vectors,
+    vector_blobs,
+)
+from semsearch.store.sqlite.schema import (
+    AUTO_VACUUM_INCREMENTAL,
+    FTS_SQL,
+    MIGRATIONS,
+    NO_PATH_VECTORS_VERSION,
+    PAGE_SIZE,
+    SCHEMA_VERSION,
+    connect,
+    is_write_failure,
+    reclaim_space,
+    split_sql,
+    write_error,
+)
+from semsearch.text.lexical import TERMS_VERSION, LexicalQuery
+
+# bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
+BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))
+
+
+class SqliteStore:
+    """The single-file SQLite index (see the module docstring for the format)."""
+
+    needs_model_first = False  # chunks without vectors need no dimension
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.exists():
+            raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
+        self.read_only = path.exists() and not is_writable(path)
+        if create and self.read_only:
+            raise ReadOnlyError(read_only_message(path))
+        try:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = connect(path, self.read_only)
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            if is_write_failure(exc):
+                raise write_error(path, exc) from exc
+            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
+        self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
+        self._reader: VectorReader | None = None  # opened by the first vector search
+        self._lexical = LexicalReader(self._conn, self)
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"Index {self.path} has schema version {version}; this semsearch knows "
+                f"{SCHEMA_VERSION}. Upgrade semsearch."
+            )
+        if version == SCHEMA_VERSION and self.meta("terms_version") == TERMS_VERSION:
+            return
+        if self.read_only:
+            # A stale terms_version only dulls BM25 a little; version 3 lacks path vectors only.
+            if version < NO_PATH_VECTORS_VERSION:
+                raise ReadOnlyError(
+                    f"Index {self.path} is read-only and has schema version {version}, which "
+                    "this semsearch upgrades on open. Open it once with write access."
+                )
+            return
+        if version == 0:
+            # Before the first table: free pages go back to the file system (see maintain).
+            self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            self._conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        with self._write():
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
+            if version == SCHEMA_VERSION and self.meta("terms_version") != TERMS_VERSION:
+                steps.append(FTS_SQL)
+            for statement in (sql for step in steps for sql in split_sql(step)):
+                self._conn.execute(statement)
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
+            self._set_meta("schema_version", str(SCHEMA_VERSION))
+            self._set_meta("terms_version", TERMS_VERSION)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction that bumps the generation counter."""
+        if self.read_only:
+            raise ReadOnlyError(read_only_message(self.path))
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise write_error(self.path, exc) from exc
+        try:
+            yield self._conn
+            self._conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+            )
+            self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._rollback()
+            if is_write_failure(exc):  # e.g. disk full: SQLite has rolled back already
+                raise write_error(self.path, exc) from exc
+            raise
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def meta(self, key: str) -> str | None:
+        """One meta value, or None."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def generation(self) -> int:
+        """Counter bumped by every committed write; readers compare it to refresh caches."""
+        return read_generation(self._conn)
+
+    def model(self) -> tuple[str, int] | None:
+        """The (model id, dimension) the stored vectors were made with, if any."""
+        model_id, dim = self.meta("model_id"), self.meta("dim")
+        return None if model_id is None or dim is None else (model_id, int(dim))
+
+    def set_model(self, model_id: str, dim: int) -> None:
+        """Record the model; refuses to switch while chunks exist."""
+        current = self.model()
+        if current == (model_id, dim):
+            return
+        if current is not None and self.chunk_count() > 0:
+            raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
+        with self._write() as conn:
+            self._set_meta("model_id", model_id)
+            self._set_meta("dim", str(dim))
+            conn.execute("UPDATE files SET path_vector = NULL")  # another model's, if any
+
+    def chunk_count(self) -> int:
+        """Number of stored chunks."""
+        return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def ensure_folder(self, path: str, name: str) -> int:
+        """The folder's id, creating its row if needed."""
+        row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        with self._write() as conn:
+            cursor = conn.execute("INSERT INTO folders(path, name) VALUES (?, ?)", (path, name))
+            return int(cursor.lastrowid or 0)
+
+    def folders(self) -> list[Folder]:
+        """Every folder in the index with file and chunk counts."""
+        rows = self._conn.execute(
+            "SELECT f.id, f.path, f.name, f.last_indexed,"
+            " (SELECT count(*) FROM files WHERE folder_id = f.id AND status = 'ok'),"
+            " (SELECT count(*) FROM chunks c JOIN files x ON x.id = c.file_id"
+            "   WHERE x.folder_id = f.id)"
+            " FROM folders f ORDER BY f.path"
+        ).fetchall()
+        return [Folder(*row) for row in rows]
+
+    def file_states(self, folder_id: int) -> dict[str, FileState]:
+        """rel → state for every file remembered under a folder."""
+        rows = self._conn.execute(
+            "SELECT id, rel, mtime_ns, size, sha256, status FROM files WHERE folder_id = ?",
+            (folder_id,),
+        )
+        return {row[1]: FileState(*row) for row in rows}
+
+    def file_refs(self) -> dict[int, FileRef]:
+        """File id → reference for every file that has chunks; read again after a write."""
+        generation = self.generation()
+        if self._refs[0] != generation:
+            rows = self._conn.execute(
+                "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
+                " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
+            )
+            self._refs = (generation, {row[0]: FileRef(*row) for row in rows})
+        return self._refs[1]
+
+    def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
+        """Replace the rows and chunks of several files in one transaction.
+
+        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        """
+        if not writes:
+            return
+        with self._write() as conn:
+            for write in writes:
+                self._write_file(conn, write, reuse)
+
+    def _write_file(self, conn: sqlite3.Connection, write: FileWrite, reuse: bool) -> None:
+        hashes = [text_hash(c.text) for c in write.chunks]
+        if write.vectors is not None:
+            assert len(write.vectors) == len(write.chunks)
+            blobs: list[bytes | None] = list(vector_blobs(write.vectors))
+        else:
+            known = read_stored_vectors(conn, hashes) if reuse else {}
+            blobs = [known.get(h) for h in hashes]
+        path_vector = conn.execute(  # the rel stays, and so does its path vector
+            "SELECT path_vector FROM files WHERE folder_id = ? AND rel = ?",
+            (write.folder_id, write.rel),
+        ).fetchone()
+        delete_files_where(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
+        cursor = conn.execute(
+            "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind, path_vector)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                write.folder_id,
+                write.rel,
+                write.mtime_ns,
+                write.size,
+                write.sha256,
+                write.status,
+                write.kind,
+                None if path_vector is None else path_vector[0],
+            ),
+        )
+        file_id = cursor.lastrowid
+        conn.executemany(
+            "INSERT INTO chunks(file_id, ord, start_line, end_line, start_offset, end_offset,"
+            " page, text, vector, text_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    file_id,
+                    ordinal,
+                    c.start_line,
+                    c.end_line,
+                    c.start_offset,
+                    c.end_offset,
+                    c.page,
+                    c.text,
+                    blobs[ordinal],
+                    hashes[ordinal],
+                )
+                for ordinal, c in enumerate(write.chunks)
+            ],
+        )
+
+    def chunk_texts(self, file_id: int) -> list[str]:
+        """The texts of one file's stored chunks, in order."""
+        rows = self._conn.execute(
+            "SELECT text FROM chunks WHERE file_id = ? ORDER BY ord", (file_id,)
+        )
+        return [text for (text,) in rows]
+
+    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
+        rows = self._conn.execute(
+            "SELECT text_hash, text FROM chunks WHERE vector IS NULL ORDER BY id LIMIT ?",
+            (limit,),
+        )
+        return list(dict(rows.fetchall()).items())
+
+    def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
+        """Give the chunks without a vector of each text hash their vector; returns how many."""
+        assert len(hashes) == len(vectors)
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "UPDATE chunks SET vector = ? WHERE text_hash = ? AND vector IS NULL",
+                list(zip(vector_blobs(vectors), hashes, strict=True)),
+            )
+            return conn.total_changes - before
+
+    def pending_count(self) -> int:
+        """Chunks still waiting for their vector."""
+        return int(
+            self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
+        )
+
+    def pending_paths(self, limit: int) -> list[tuple[int, str]]:
+        """(file id, rel) of ok files without a path vector ([] in a read-only version 3)."""
+        return read_pending_paths(self._conn, limit)
+
+    def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
+        """Store files' path vectors (int8; a zero row as an empty blob) in one commit."""
+        assert len(file_ids) == len(vectors)
+        blobs = [path_blob(row) for row in np.asarray(vectors, dtype=np.float32)]
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE files SET path_vector = ? WHERE id = ?",
+                [(blob, int(i)) for blob, i in zip(blobs, file_ids, strict=True)],
+            )
+
+    def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
+        """File id → path vector, through the vector arm's connection (not the lexical's)."""
+        return self._vector_reader().path_vectors(file_ids)
+
+    def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
+        """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE files SET mtime_ns = ? WHERE id = ?", [(m, i) for i, m in touches]
+            )
+
+    def delete_files(self, folder_id: int, rels: Iterable[str]) -> int:
+        """Forget files (and their chunks) under a folder; returns how many were indexed."""
+        rels = list(rels)
+        if not rels:
+            return 0
+        with self._write() as conn:
+            for rel in rels:
+                delete_files_where(conn, "folder_id = ? AND rel = ?", (folder_id, rel))
+        return len(rels)
+
+    def remove_folder(self, path: str) -> int:
+        """Purge a folder and everything under it; returns the number of files purged."""
+        row = self._conn.execute(
+            "SELECT id, (SELECT count(*) FROM files WHERE folder_id = folders.id AND status='ok')"
+            " FROM folders WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if row is None:
+            return 0
+        with self._write() as conn:
+            delete_files_where(conn, "folder_id = ?", (row[0],))
+            conn.execute("DELETE FROM folders WHERE id = ?", (row[0],))
+        return int(row[1])
+
+    def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
+        """Give a folder's files to ``new_path`` under ``prefix`` (see ``Store.move_folder``)."""
+        old, new = self._folder_id(old_path), self._folder_id(new_path)
+        if old is None or old_path == new_path:
+            return 0
+        with self._write() as conn:
+            return move_files(conn, old, new, new_path, prefix)
+
+    def _folder_id(self, path: str) -> int | None:
+        row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def mark_indexed(self, folder_id: int) -> None:
+        """Stamp the folder with the time of its last complete index run."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE folders SET last_indexed = ? WHERE id = ?", (time.time(), folder_id)
+            )
+
+    def clear_chunks(self) -> None:
+        """Drop every file and chunk (a rebuild with another model), keeping folders."""
+        with self._write() as conn:
+            delete_files_where(conn, "1", ())
+            conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
+
+    def chunk_ids(self) -> IdArray:
+        """All chunk ids, ascending."""
+        rows = self._conn.execute("SELECT id FROM chunks ORDER BY id").fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_ids(self) -> IdArray:
+        """The ids of all chunks that have a vector, ascending."""
+        return read_vector_ids(self._conn)
+
+    def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        return read_vectors(self._conn, min_id)
+
+    def preload(self) -> None:
+        """Read the vectors into memory unless they are there (``nearest`` reads any change)."""
+        exact = self._vector_reader().exact
+        if not exact.is_loaded:
+            exact.refresh()
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``pool`` nearest chunks, best first: exact, in memory."""
+        return self._vector_reader().exact.nearest(query, pool, file_ids)
+
+    def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id, from the vectors in memory."""
+        return self._vector_reader().exact.files_of(ids)
+
+    def _vector_reader(self) -> VectorReader:
+        if self._reader is None:
+            self._reader = VectorReader(self.path, self.read_only)
+        return self._reader
+
+    def lexical(
+        self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Chunk ids matching the query, best BM25 first, optionally within files."""
+        return self._lexical.read(query, BM25_WEIGHTS, limit, file_ids)
+
+    def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Stored chunks by id, in the order asked, through the vector arm's connection (safe
+        beside the lexical arm's thread)."""
+        return self._vector_reader().chunks(ids)
+
+    def maintain(self) -> None:
+        """Give the file's free pages back to the file system (after a removal or re-index).
+
+        SQLite keeps its FTS index current in every transaction; what is left is space. An index
+        made with ``auto_vacuum=INCREMENTAL`` frees it in place; an older one is switched to it
+        by one full VACUUM, the first time it has free pages.
+        """
+        if self.read_only:
+            return
+        try:
+            reclaim_space(self._conn)
+        except sqlite3.OperationalError as exc:
+            raise write_error(self.path, exc) from exc
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the file and its WAL."""
+        files = self.path.parent.glob(self.path.name + "*")
+        return sum(p.stat().st_size for p in files if p.suffix != ".lock")
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._conn.close()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

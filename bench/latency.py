@@ -38,7 +38,7 @@ from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
 
-from semsearch.cli.commands import configure_process  # light: loads no numpy
+from semsearch.process import configure_process  # light: loads no numpy
 
 configure_process()  # what the CLI and the MCP server set up before numpy loads
 

@@ -55,7 +55,7 @@ WINDOW = 256
 def child(corpus: Path, out: Path, variant: str) -> int:
     """Runs in the child: import, load the model, index the corpus, write timings as JSON."""
     started = time.perf_counter()
-    from semsearch.cli.commands import configure_process
+    from semsearch.process import configure_process
 
     configure_process()  # as `semsearch index` runs
     from semsearch.config import load_settings

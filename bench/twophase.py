@@ -33,7 +33,7 @@ from benchlib import DEFAULT_WORK, child_env, machine, write_json
 
 def child(corpus: Path, out: Path) -> int:
     """Runs in the child: index the corpus from scratch; times of the first pass and the run."""
-    from semsearch.cli.commands import configure_process
+    from semsearch.process import configure_process
 
     configure_process()
     from semsearch.config import load_settings

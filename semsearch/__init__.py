@@ -71,12 +71,11 @@ _HOMES: dict[str, str] = {  # where each public name is defined
     "Embedder": "semsearch.model.embedder",
     "OnnxEmbedder": "semsearch.model.embedder",
     "HashEmbedder": "semsearch.model.embedder",
-    "configure_process": "semsearch.cli.commands",
+    "configure_process": "semsearch.process",
     **dict.fromkeys(_ERRORS, "semsearch.errors"),
 }
 
 if TYPE_CHECKING:
-    from semsearch.cli.commands import configure_process
     from semsearch.config import Settings, load_settings
     from semsearch.errors import (
         ConfigError,
@@ -97,6 +96,7 @@ if TYPE_CHECKING:
     from semsearch.indexing.plan import FolderPlan
     from semsearch.indexing.report import FolderStatus, IndexReport, Status
     from semsearch.model.embedder import Embedder, HashEmbedder, OnnxEmbedder
+    from semsearch.process import configure_process
     from semsearch.search.hits import Hit
 
 

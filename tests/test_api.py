@@ -57,7 +57,7 @@ print(sorted(name for name in {HEAVY!r} if name in sys.modules))
     ("module", "code"),
     [
         ("semsearch", "dir(semsearch); semsearch.SemsearchError; semsearch.load_settings"),
-        ("semsearch.cli.commands", "import semsearch; semsearch.configure_process()"),
+        ("semsearch.process", "import semsearch; semsearch.configure_process()"),
         (
             "semsearch.cli.commands",
             "semsearch.cli.commands.main(['--help']); semsearch.cli.commands.main(['list'])",

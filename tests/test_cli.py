@@ -217,7 +217,7 @@ def test_remove_purges_a_folder_indexed_but_never_configured(
 
 
 def test_configure_process_respects_the_users_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from semsearch.cli.commands import configure_process
+    from semsearch.process import configure_process
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from semsearch.cli.output import Progress, print_hits, print_plan, print_report,
 from semsearch.config import MODES, Settings, load_settings, remove_roots
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.files.folders import resolve_folder
+from semsearch.process import configure_process
 
 if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.index import Index
@@ -29,14 +29,6 @@ if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
     from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-# Set before numpy loads (numpy is imported only inside the commands). OpenBLAS's worker threads
-# spin after every call; the one matrix-vector product of a search gains little from them (100k
-# chunks: 3.5 vs 4.9 ms) while their spinning halves the speed of the ONNX query embedding and
-# the SQLite work beside it (10k-chunk hybrid search p50 7.4 -> 4.8 ms; bench/RESULTS.md).
-# A user's own setting wins. Library users who search in a loop may want the same.
-THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
-M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 
 def _positive(text: str) -> int:
@@ -176,32 +168,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "semsearch: interrupted; the index is consistent, run again to resume.", file=sys.stderr
         )
         return 130
-
-
-def configure_process() -> None:
-    """Process-wide settings of the CLI and the MCP server (the bench scripts apply them too).
-
-    Call before numpy is imported: OpenBLAS reads its thread count when it loads.
-    """
-    for name, value in THREAD_ENV.items():
-        os.environ.setdefault(name, value)
-    _cap_malloc_arenas()
-
-
-def _cap_malloc_arenas() -> None:
-    """At most two glibc malloc arenas, unless MALLOC_ARENA_MAX says otherwise.
-
-    glibc gives threads that allocate their own arenas; onnxruntime's workers and the search's
-    lexical thread each kept one. Two arenas took the peak RSS of indexing the cpython-mix corpus
-    from 302 to 295 MiB at the same speed (bench/RESULTS.md). Elsewhere (musl, macOS) a no-op.
-    """
-    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(M_ARENA_MAX, 2)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def main_exit() -> None:

@@ -1,13 +1,15 @@
 """What kind of file a name or its first bytes say it is.
 
 :data:`BINARY_EXTENSIONS` are never read; :data:`DOCUMENT_EXTENSIONS` (PDF, DOCX) have their text
-extracted; :func:`is_binary_content` is the NUL-byte sniff every reader applies to the bytes.
+extracted; :func:`is_prose` tells documents from code; :func:`is_binary_content` is the NUL-byte
+sniff every reader applies to the bytes.
 :func:`skipped_kind` and :func:`minified_reason` name the text files nobody searches by meaning
 (lockfiles, minified code, source maps, data files), left out unless their kind is opted in.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 from semsearch.files.extract import has_text_bom
@@ -112,6 +114,20 @@ def extension_of(name: str) -> str:
 def is_document(name: str) -> bool:
     """True for names ending in .pdf or .docx (any case)."""
     return extension_of(name) in DOCUMENT_EXTENSIONS
+
+
+# Prose, not code: chunked with the document sizes, and searched without a path term.
+PROSE_EXTENSIONS = DOCUMENT_EXTENSIONS | frozenset(
+    {".md", ".markdown", ".mdx", ".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex"}
+    | {".html", ".htm", ".rtf"}
+)
+
+
+@functools.lru_cache(maxsize=65_536)
+def is_prose(rel: str) -> bool:
+    """True for documents (Markdown, plain text, PDF…) and files without an extension."""
+    extension = extension_of(rel.rsplit("/", 1)[-1])
+    return not extension or extension in PROSE_EXTENSIONS
 
 
 def looks_binary(head: bytes) -> bool:

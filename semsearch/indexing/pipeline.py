@@ -27,22 +27,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from semsearch.config import DEFAULT_MAX_FILE_SIZE
+from semsearch.config import DEFAULT_MAX_FILE_SIZE, DOCUMENT_OVERLAP_TOKENS, DOCUMENT_TARGET_TOKENS
 from semsearch.errors import ExtractError
 from semsearch.files.access import read_file_bytes
 from semsearch.files.extract import Extracted, extract, page_at
-from semsearch.files.filetype import is_binary_content
+from semsearch.files.filetype import is_binary_content, is_prose
 from semsearch.files.ignore import IgnoreSettings
 from semsearch.files.listing import FileEntry, Listing, list_files
 from semsearch.model.embedder import Embedder
-from semsearch.search.ranking import is_prose
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
-from semsearch.text.chunking import (
-    DOCUMENT_OVERLAP_TOKENS,
-    DOCUMENT_TARGET_TOKENS,
-    ChunkSettings,
-    chunk_text,
-)
+from semsearch.text.chunking import ChunkSettings, chunk_text
 
 FLUSH_CHUNKS = 256  # chunks per first-pass write
 EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
@@ -144,7 +138,7 @@ class IndexerSettings:
 
     ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
-    # documents (ranking.is_prose) are chunked with these: their own size, less overlap
+    # documents (filetype.is_prose) are chunked with these: their own size, less overlap
     document_chunking: ChunkSettings = field(
         default_factory=lambda: ChunkSettings(DOCUMENT_TARGET_TOKENS, DOCUMENT_OVERLAP_TOKENS)
     )
@@ -196,7 +190,7 @@ class Indexer:
     def _embed_paths(self) -> None:
         """Embed the rel paths of files that have no path vector (the ranking's path term):
         one short text per new or moved code file. Documents get a zero vector without the
-        model: search gives them no path term (``ranking.is_prose``)."""
+        model: search gives them no path term (``filetype.is_prose``)."""
         while batch := self._store.pending_paths(EMBED_BATCH):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
@@ -353,7 +347,7 @@ class Indexer:
     ) -> tuple[ChunkRecord, ...]:
         """Chunk the text; a paged document is chunked page by page so each chunk has one page.
         ``previous``: the file's chunk texts before this change (see ``chunking.chunk_text``);
-        a document (``rel``: ``ranking.is_prose``) is chunked with ``document_chunking``."""
+        a document (``rel``: ``filetype.is_prose``) is chunked with ``document_chunking``."""
         settings = self._settings.document_chunking if is_prose(rel) else self._settings.chunking
         text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
         if not extracted.pages:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from semsearch.config import MODEL_WINDOW
 from semsearch.errors import ModelError
-from semsearch.text.chunking import MODEL_WINDOW
 
 # Padded tokens per model call. One call at a time on 2 cores (requests sdist chunks,
 # length-sorted): 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import pathspec
 
-from semsearch.config import DEFAULT_TOP_K, MODES, Mode
+from semsearch.config import DEFAULT_TOP_K, MODES, RRF_K, Mode
 from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.files.filetype import is_prose
 from semsearch.model.embedder import Embedder
 from semsearch.search.derived import per_refs
 from semsearch.search.hits import Candidate, Files, Hit, assemble, read_ahead
@@ -38,13 +39,11 @@ from semsearch.search.ranking import (
     PATH_WEIGHT,
     POOL_MIN,
     POOL_PER_K,
-    RRF_K,
     QueryInfo,
     defines_queried,
     embedding_text,
     file_coherence,
     file_lifted,
-    is_prose,
     query_info,
 )
 from semsearch.store import FileRef, Store, model_mismatch_message
@@ -254,7 +253,7 @@ def _definitions(
 
 
 def _prose_files(refs: dict[int, FileRef]) -> frozenset[int]:
-    """The ids of the documents (``ranking.is_prose``) among ``refs`` (made once per refs dict,
+    """The ids of the documents (``filetype.is_prose``) among ``refs`` (made once per refs dict,
     :func:`~semsearch.search.derived.per_refs`)."""
     return frozenset(f for f, ref in refs.items() if is_prose(ref.rel))
 

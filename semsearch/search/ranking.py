@@ -29,11 +29,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import islice
 
-from semsearch.files.filetype import DOCUMENT_EXTENSIONS, extension_of
 from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
 # Each knob with the reason for its value; bench/RESULTS.md has the measurements behind them.
-RRF_K = 20  # RRF constant: 20 beat the paper's 60 on SciFact and on code search
 # Each arm ranks max(POOL_PER_K x k, POOL_MIN) chunks. 100 came with rrfK 20 (+0.014); with the
 # file coherence (session 10, int8) 70 / 100 / 125 / 150 / 160 / 175 / 200 / 300: 46 repos 0.8889 /
 # 0.8899 / 0.8897 / 0.8921 / 0.8929 / 0.8924 / 0.8920 / 0.8911; 200 has the best 7-repo figure
@@ -48,10 +46,6 @@ DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the def
 # 0.2 / 0.3 / 0.4 / 0.5 / 1: 46 repos 0.8920 → 0.8936 / 0.8947 / 0.8949 / 0.8947 / 0.8930 / 0.8840.
 NAMED_WEIGHT = 0.3
 NAMED_MAX = 10  # 5 / 20: 0.8950 / 0.8947
-# BM25 weights of the FTS columns: the chunk text and the path/identifier terms count fully, the
-# defined names half. terms 0.5 → 1 with the folder prior: 46 repos 0.8629 → 0.8645, SciFact
-# hybrid 0.7198 → 0.7206; 2 and 3 gained more on code but cost SciFact (bench/RESULTS.md).
-COLUMN_WEIGHTS = {"text": 1.0, "terms": 1.0, "defines": 0.5}
 DEFINITION_BOOST = 1.3  # a chunk defining a queried symbol; 1.5 before the folder prior
 DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
 # n-th chunk of one file x FILE_DECAY**(n-1); 0.4 before the folder prior, 0.3 before code chunks
@@ -459,20 +453,6 @@ def file_coherence(
             best[file] = chunk
     largest = max(sums.values())
     return {chunk: FILE_COHERENCE * sums[file] / largest for file, chunk in best.items()}
-
-
-# Documents for FILE_VECTOR_WHOLE (prose, not code), with PDF, DOCX and files without an extension.
-_PROSE_EXTENSIONS_TEXT = (
-    ".md .markdown .mdx .txt .text .rst .adoc .asciidoc .org .tex .html .htm .rtf"
-)
-PROSE_EXTENSIONS = DOCUMENT_EXTENSIONS | frozenset([*_PROSE_EXTENSIONS_TEXT.split(), ".rtf"])
-
-
-@functools.lru_cache(maxsize=65_536)
-def is_prose(rel: str) -> bool:
-    """True for documents (Markdown, plain text, PDF…) and files without an extension."""
-    extension = extension_of(rel.rsplit("/", 1)[-1])
-    return not extension or extension in PROSE_EXTENSIONS
 
 
 # The priors that raise a score; the file coherence counts as 1 + its share (a fused score of at

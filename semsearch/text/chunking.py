@@ -36,6 +36,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
+from semsearch.config import HARD_TOKEN_LIMIT, OVERLAP_TOKENS, TARGET_TOKENS
 from semsearch.errors import ConfigError
 
 _NON_SPACE = re.compile(r"\S")
@@ -68,29 +69,17 @@ class TokenSpans(Protocol):
         ...
 
 
-MODEL_WINDOW = 256  # all-MiniLM-L6-v2's position embeddings: tokens per model input
-SPECIAL_TOKENS = 2  # [CLS] and [SEP] wrap every model input
 # Places of an earlier version's chunks looked up in an edited text, at most.
 MAX_OLD_PLACES = 100_000
-
-
-# The overlap of documents (prose: `.md`, `.txt`, PDF, …; ranking.is_prose). 35 → 20: SciFact
-# hybrid 0.7210 → 0.7251 (int8) with 3.7 % fewer model tokens; for code 20 cost the 46 repos
-# 0.0018 (the 39-repo set 0.0039) for 7.6 % fewer tokens, so code keeps 35 (bench/RESULTS.md).
-DOCUMENT_OVERLAP_TOKENS = 20
-# The chunk size target of documents; code has its own (ChunkSettings.target_tokens: 240, where
-# 200 gave the 46 code-search repos 0.8827 against 0.8846, with 18 % more chunks; SciFact was
-# measured at 200, so documents keep it).
-DOCUMENT_TARGET_TOKENS = 200
 
 
 @dataclass(frozen=True)
 class ChunkSettings:
     """Chunk sizes in model tokens, not counting the [CLS]/[SEP] special tokens."""
 
-    target_tokens: int = 240  # documents: DOCUMENT_TARGET_TOKENS (the indexer picks per file)
-    overlap_tokens: int = 35  # documents: DOCUMENT_OVERLAP_TOKENS
-    hard_token_limit: int = MODEL_WINDOW - SPECIAL_TOKENS
+    target_tokens: int = TARGET_TOKENS  # documents: DOCUMENT_TARGET_TOKENS (the indexer picks)
+    overlap_tokens: int = OVERLAP_TOKENS  # documents: DOCUMENT_OVERLAP_TOKENS
+    hard_token_limit: int = HARD_TOKEN_LIMIT
 
     def __post_init__(self) -> None:
         if not 1 <= self.target_tokens <= self.hard_token_limit:

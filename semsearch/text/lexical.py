@@ -166,6 +166,9 @@ def chunk_terms(rel: str, text: str) -> str:
 
 
 COLUMNS = ("text", "terms", "defines")  # the lexical columns of every backend
+# BM25 weights of those columns: the chunk text and the path/identifier terms count fully, the
+# defined names half (terms at 2 or 3 gained on code but cost SciFact; bench/RESULTS.md).
+COLUMN_WEIGHTS = {"text": 1.0, "terms": 1.0, "defines": 0.5}
 
 
 @dataclass(frozen=True)

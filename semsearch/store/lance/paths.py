@@ -162,7 +162,7 @@ def _read_path_vectors(table: Any, file_ids: list[int]) -> dict[int, FloatArray]
 def moved_path_ids(rows: tuple[Rows, Rows], old_path: str, new_path: str, prefix: str) -> list[int]:
     """The files whose path vectors ``move_folder(old_path, new_path, prefix)`` makes stale:
     all of the folder's when ``prefix`` changes their rels, else those the target's files of
-    the same rel replace (see ``lance_move.move_folder``, which takes the same ``rows``)."""
+    the same rel replace (see ``LanceStore.move_folder``, which reads the same rows)."""
     folders, files = rows
     old = next((r for r in folders.values() if r["path"] == old_path), None)
     new = next((r for r in folders.values() if r["path"] == new_path), None)

@@ -19,9 +19,8 @@ from lancedb.query import (
     Occur,
 )
 
-from semsearch.search.ranking import COLUMN_WEIGHTS
 from semsearch.store.lance.tables import ids_sql, retry
-from semsearch.text.lexical import LexicalQuery
+from semsearch.text.lexical import COLUMN_WEIGHTS, LexicalQuery
 
 ANN_EF = 96  # HNSW search breadth; with one re-ranking pass, recall@10 0.995 at 1M (bench)
 ANN_NPROBES = 4  # IVF partitions searched

@@ -41,14 +41,13 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
 
 from semsearch.config import LANCEDB_MISSING
 from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
-from semsearch.search.ranking import COLUMN_WEIGHTS
 from semsearch.store.base import (
     ChunkRow,
     FileRef,
@@ -59,14 +58,13 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.exact import ExactVectors
-from semsearch.text.lexical import TERMS_VERSION, LexicalQuery
+from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
 
 try:  # the sibling modules import lancedb and pyarrow too
     import lancedb
     import pyarrow as pa
     from lancedb.index import FTS, BTree, HnswSq
 
-    from semsearch.store.lance.move import move_folder
     from semsearch.store.lance.paths import PathVectors, moved_path_ids
     from semsearch.store.lance.query import ann_nearest, full_text
     from semsearch.store.lance.tables import (
@@ -366,11 +364,48 @@ class LanceStore(VectorColumns, PathVectors):
         return sum(1 for r in mine if r["status"] == "ok")
 
     def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
-        """Give a folder's files to ``new_path`` under ``prefix`` (see ``lance_move``)."""
-        tables = (self._folders, self._files, self._chunk_table())
-        rows = (self._folder_rows(), self._file_rows())
-        self._drop_path_vectors(moved_path_ids(rows, old_path, new_path, prefix))
-        return move_folder(tables, rows, old_path, new_path, prefix)
+        """Give a folder's files to ``new_path`` under ``prefix``; returns the ok files moved.
+
+        Three commits, in this order: the chunks' ``terms`` (only when the rel paths change),
+        the file rows (folder id and rel), the folder row (renamed, or deleted when the files
+        joined a folder already in the index). A run killed in between leaves an index whose
+        next run redoes the files whose rows no longer match the disk; nothing is searchable
+        twice.
+        """
+        folders, files = self._folder_rows(), self._file_rows()
+        self._drop_path_vectors(moved_path_ids((folders, files), old_path, new_path, prefix))
+        old = next((r for r in folders.values() if r["path"] == old_path), None)
+        new = next((r for r in folders.values() if r["path"] == new_path), None)
+        if old is None or old_path == new_path:
+            return 0
+        chunk_table = self._chunk_table()
+        taken = {
+            r["rel"] for r in files.values() if new is not None and r["folder_id"] == new["id"]
+        }
+        mine = [r for r in files.values() if r["folder_id"] == old["id"]]
+        dropped = [r["id"] for r in mine if prefix + r["rel"] in taken]
+        if dropped:  # chunks first, as _delete_file_ids does
+            if chunk_table is not None:
+                chunk_table.delete(f"file_id IN ({ids_sql(dropped)})")
+            self._files.delete(f"id IN ({ids_sql(dropped)})")
+        target = old["id"] if new is None else new["id"]
+        moving = [
+            {**r, "folder_id": target, "rel": prefix + r["rel"]}
+            for r in mine
+            if prefix + r["rel"] not in taken
+        ]
+        if moving and prefix and chunk_table is not None:
+            _retag(chunk_table, {r["id"]: r for r in moving})
+        if moving:
+            self._files.merge_insert("id").when_matched_update_all().execute(
+                pa.Table.from_pylist(moving, FILES)
+            )
+        if new is None:
+            values = {"path": new_path, "name": PurePath(new_path).name}
+            self._folders.update(where=f"id = {int(target)}", values=values)
+        else:
+            self._folders.delete(f"id = {int(old['id'])}")
+        return sum(1 for r in moving if r["status"] == "ok")
 
     def mark_indexed(self, folder_id: int) -> None:
         """Stamp the folder with the time of its last complete index run."""
@@ -497,3 +532,11 @@ class LanceStore(VectorColumns, PathVectors):
     def close(self) -> None:
         """Forget the table handles (LanceDB holds no file open between calls)."""
         self._chunks = None
+
+
+def _retag(chunk_table: Any, files: dict[int, dict[str, Any]]) -> None:
+    """Recompute the ``terms`` of these files' chunks from their rows' (new) rel paths."""
+    query = chunk_table.search().where(f"file_id IN ({ids_sql(files)})")
+    table = query.select(["id", "file_id", "text"]).limit(None).to_arrow()
+    if table.num_rows:
+        chunk_table.merge_insert("id").when_matched_update_all().execute(retagged(table, files))

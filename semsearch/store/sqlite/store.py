@@ -53,7 +53,6 @@ from typing import Any
 import numpy as np
 
 from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
-from semsearch.search.ranking import COLUMN_WEIGHTS
 from semsearch.store.base import (
     ChunkRow,
     FileRef,
@@ -92,7 +91,7 @@ from semsearch.store.sqlite.schema import (
     split_sql,
     write_error,
 )
-from semsearch.text.lexical import TERMS_VERSION, LexicalQuery
+from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
 
 # bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
 BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))

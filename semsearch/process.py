@@ -1,0 +1,42 @@
+"""Process-wide settings for a program that searches: the CLI, the MCP server, the bench scripts.
+
+:func:`configure_process` sets what must be set before numpy loads, so call it first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+# OpenBLAS's worker threads spin after every call: the one matrix-vector product of a search gains
+# little from them while their spinning halves the speed of the ONNX query embedding and the
+# SQLite work beside it (bench/RESULTS.md). A user's own setting wins.
+THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+M_ARENA_MAX = -8  # glibc's mallopt parameter number
+
+
+def configure_process() -> None:
+    """Process-wide settings of the CLI and the MCP server (the bench scripts apply them too).
+
+    Call before numpy is imported: OpenBLAS reads its thread count when it loads.
+    """
+    for name, value in THREAD_ENV.items():
+        os.environ.setdefault(name, value)
+    _cap_malloc_arenas()
+
+
+def _cap_malloc_arenas() -> None:
+    """At most two glibc malloc arenas, unless MALLOC_ARENA_MAX says otherwise.
+
+    glibc gives threads that allocate their own arenas; onnxruntime's workers and the search's
+    lexical thread each kept one. Two arenas took the peak RSS of indexing the cpython-mix corpus
+    from 302 to 295 MiB at the same speed (bench/RESULTS.md). Elsewhere (musl, macOS) a no-op.
+    """
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_ARENA_MAX, 2)
+    except (OSError, AttributeError):  # not glibc
+        pass

@@ -12,13 +12,15 @@ The CLI and the MCP server are thin adapters over this class::
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import ParamSpec, TypeVar
 
 from semsearch.config import (
     Mode,
@@ -29,15 +31,21 @@ from semsearch.config import (
     move_root,
     roots_holding,
 )
-from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.errors import LockedError, ModelMismatchError, SemsearchError, UsageError
+from semsearch.files.access import Locator
+from semsearch.files.changes import ChangeMonitor
 from semsearch.files.filetype import BINARY_EXTENSIONS
 from semsearch.files.folders import (
     FolderInfo,
     check_move,
     check_not_nested,
+    holding_folder,
     looks_moved,
     resolve_folder,
+    select_folders,
 )
+from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
+from semsearch.files.grep import grep as grep_files
 from semsearch.files.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.files.listing import list_files
 from semsearch.indexing.pipeline import (
@@ -51,6 +59,7 @@ from semsearch.indexing.report import FolderStatus, IndexReport, MoveReport, Sta
 from semsearch.model.embedder import Embedder, OnnxEmbedder
 from semsearch.search.fusion import SearchOptions, search
 from semsearch.search.hits import Hit
+from semsearch.search.passage import Gathered, LineRange, gather, read_lines
 from semsearch.store import (
     FileState,
     Folder,
@@ -62,11 +71,29 @@ from semsearch.store import (
 )
 from semsearch.text.chunking import ChunkSettings
 
-if TYPE_CHECKING:
-    from semsearch.files.changes import ChangeMonitor
+logger = logging.getLogger("semsearch.index")
 
 # pending_work counts pending path vectors up to this many (more only start a larger run)
 PENDING_PATHS_COUNTED = 1_000
+# freshen() indexes up to this many changed files before a search answers; more run in the
+# background, so that one search never waits for a large run.
+INLINE_FILES = 20
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _locked(method: Callable[P, R]) -> Callable[P, R]:
+    """Run an :class:`Index` method holding the index's lock (the instance is the first arg)."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        index = args[0]
+        assert isinstance(index, Index)
+        with index._lock:
+            return method(*args, **kwargs)
+
+    return run
 
 
 def _absorb(store: Store, outers: Sequence[Path]) -> None:
@@ -101,22 +128,43 @@ def resolve_root(raw: str | Path, cwd: Path | None = None) -> Path:
 
 
 class Index:
-    """An index file plus the model: update it from folders, search it."""
+    """An index file plus the model: update it from folders, search it.
 
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+    One instance may serve several threads (the MCP server's tools): its methods take turns
+    through a lock. ``one_shot`` says this process searches once and exits (``semsearch
+    search``): the query's model session then skips graph optimisation, which costs more than
+    it saves for one query.
+    """
+
+    def __init__(
+        self, settings: Settings, embedder: Embedder | None = None, *, one_shot: bool = False
+    ) -> None:
         self.settings = settings
         self._embedder = embedder
+        self._one_shot = one_shot
         self._indexed: tuple[int, list[Folder]] = (-1, [])  # (generation, folders) read last
         self._store: Store | None = None  # kept open: it holds the vectors between searches
+        self._lock = threading.RLock()
+        self._monitor: ChangeMonitor | None = None  # freshen's: skips checks while nothing changed
+        self._updater: threading.Thread | None = None  # freshen's background index run
 
     @property
     def embedder(self) -> Embedder:
         """The embedder, created on first use (the ONNX session loads on first embed)."""
         if self._embedder is None:
+            s = self.settings
             self._embedder = OnnxEmbedder(
-                self.settings.model_dir, variant=self.settings.model_variant
+                s.model_dir, one_shot=self._one_shot, variant=s.model_variant
             )
         return self._embedder
+
+    def use_settings(self, settings: Settings) -> None:
+        """Go on with settings read again (folders added or removed since, another top-k); the
+        index file stays the one this index opened."""
+        if settings.store_path != self.settings.store_path:
+            raise ValueError(f"{settings.store_path} is not {self.settings.store_path}")
+        with self._lock:
+            self.settings = settings
 
     def _open(self, create: bool = False) -> Store:
         if self._store is None:
@@ -139,6 +187,7 @@ class Index:
             check_not_nested(root, self.settings.roots)
         return chosen
 
+    @_locked
     def plan(self, roots: Sequence[str | Path] | None = None) -> list[FolderPlan]:
         """What an index run would index and skip (``index --dry-run``); loads no model.
 
@@ -159,6 +208,7 @@ class Index:
                 return self._open().file_states(folder.id)
         return {}
 
+    @_locked
     def update(
         self,
         roots: Sequence[str | Path] | None = None,
@@ -220,10 +270,6 @@ class Index:
         check is skipped while a :class:`~semsearch.files.changes.ChangeMonitor` saw no change."""
         chosen = self._roots(roots)
         stop = stop or threading.Event()
-        from semsearch.files.changes import (
-            ChangeMonitor,  # inotify via ctypes: only what watch needs
-        )
-
         monitor = ChangeMonitor()
         try:
             while not stop.is_set():
@@ -255,6 +301,7 @@ class Index:
             max_text_size=s.max_file_size,
         )
 
+    @_locked
     def search(
         self,
         query: str,
@@ -281,6 +328,75 @@ class Index:
         )
         return search(self._open(), self.embedder, query, options)
 
+    def freshen(self, inline_files: int = INLINE_FILES) -> bool:
+        """Bring an existing index up to date with its folders before a search, as the MCP
+        server does; True while an index run is under way in the background.
+
+        The full check (:meth:`pending_work`) is skipped while a
+        :class:`~semsearch.files.changes.ChangeMonitor` says nothing changed since one found no
+        work. Up to ``inline_files`` changed files are indexed before this returns; more, or
+        chunks waiting for vectors, start a run in a background thread (sharing the model). A
+        run another process holds the write lock for (a CLI ``index``) is left alone: searches
+        answer from what it has committed.
+        """
+        if self._updater is not None and self._updater.is_alive():
+            return True
+        with self._lock:
+            if not self.settings.store_path.exists():
+                return False
+            if self._monitor is None:
+                self._monitor = ChangeMonitor()
+            s = self.settings
+            check = self._monitor.begin(s.roots, ignore_settings(s), self.generation())
+            if check is None:
+                return False
+            work = self.pending_work()
+            if work == 0:
+                self._monitor.confirm(check)
+                return False
+            if work <= inline_files:
+                try:
+                    self.update(wait_seconds=0)
+                    return False
+                except LockedError:
+                    return True
+            writer = Index(s, embedder=self.embedder)
+            self._updater = threading.Thread(target=_update_quietly, args=(writer,), daemon=True)
+            self._updater.start()
+        return True
+
+    @_locked
+    def gather(self, hits: Sequence[Hit], context_lines: int = 0) -> Gathered:
+        """The hits as one markdown block to put in a context window, with ``context_lines``
+        read from each file around its chunk (:func:`~semsearch.search.passage.gather`)."""
+        return gather(hits, context_lines, self._locator())
+
+    @_locked
+    def read_lines(
+        self, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> LineRange:
+        """A line range of a file inside the configured folders, as the indexer reads it
+        (:func:`~semsearch.search.passage.read_lines`): files outside them, or ones the
+        indexer leaves out, are refused."""
+        return read_lines(self._locator(), path, start_line, end_line)
+
+    def grep(
+        self, options: GrepOptions, folder: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> GrepResult:
+        """Exact search, line by line, in the files an index run would read (of ``folder``, a
+        configured folder's name or path, or of them all), without the index."""
+        roots = select_folders(self.settings.roots, folder)
+        return grep_files(roots, options, ignore_settings(self.settings), timeout=timeout)
+
+    def holding_folder(self, target: str) -> Path:
+        """The configured folder ``target`` names, or the one holding the path ``target``;
+        :class:`~semsearch.errors.PathRefusedError` for anything else."""
+        return holding_folder(target, self.settings.roots)
+
+    def _locator(self) -> Locator:
+        return Locator(self.settings.roots, ignore_settings(self.settings))
+
+    @_locked
     def folders(self) -> list[FolderInfo]:
         """The configured folders in config order, then those only in the index; with counts."""
         indexed = {os.path.realpath(f.path): f for f in self._indexed_folders()}
@@ -303,6 +419,7 @@ class Index:
             self._indexed = (generation, store.folders())
         return self._indexed[1]
 
+    @_locked
     def purge(self, root: Path, wait_seconds: float = 600.0) -> int:
         """Remove a folder's files and chunks from the index; returns files purged."""
         if not self.settings.store_path.exists():
@@ -313,6 +430,7 @@ class Index:
             store.maintain()
             return purged
 
+    @_locked
     def generation(self) -> int | None:
         """A number that changes with every write to the index, by any process; None while
         there is no index file."""
@@ -320,6 +438,7 @@ class Index:
             return None
         return self._open().generation()
 
+    @_locked
     def pending_work(self, roots: Sequence[str | Path] | None = None) -> int:
         """How much an ``update`` would do: files of the folders (default: the configured ones)
         that are new, changed (mtime or size) or gone since they were indexed, plus chunks still
@@ -342,6 +461,7 @@ class Index:
                 changed += len(list_files(root, ignore_settings(self.settings)).files)
         return changed
 
+    @_locked
     def add(
         self, paths: Sequence[str], cwd: Path | None = None, wait_seconds: float = 600.0
     ) -> RootChange:
@@ -368,6 +488,7 @@ class Index:
                 store.maintain()
         return replace(change, moved=tuple(moved.items()))
 
+    @_locked
     def move(
         self,
         old: str | Path,
@@ -418,6 +539,7 @@ class Index:
                     break
         return found
 
+    @_locked
     def status(self, count_changes: bool = True) -> Status:
         """Index file, model, folders (configured or indexed) with counts; with
         ``count_changes``, each indexed folder is listed to count changed, skipped and failed
@@ -462,11 +584,93 @@ class Index:
         return differs + gone, skipped, errors
 
     def close(self) -> None:
-        """Close the index file and wait for the model's background load, if one runs."""
-        try:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-        finally:
-            if self._embedder is not None:
-                self._embedder.close()
+        """Close the index file and the change monitor, and wait for the model's background
+        load, if one runs (a background index run of :meth:`freshen` closes its own)."""
+        with self._lock:
+            try:
+                if self._monitor is not None:
+                    self._monitor.close()
+                    self._monitor = None
+                if self._store is not None:
+                    self._store.close()
+                    self._store = None
+            finally:
+                if self._embedder is not None:
+                    self._embedder.close()
+
+
+def _update_quietly(writer: Index) -> None:
+    """:meth:`Index.freshen`'s background run; a run that cannot take the lock is skipped."""
+    try:
+        writer.update(wait_seconds=0)
+    except LockedError:
+        logger.info("another index run is writing; the background update was skipped")
+    except SemsearchError as exc:
+        logger.warning("background index update failed: %s", exc)
+    finally:
+        writer.close()
+
+
+@dataclass
+class _Open:
+    index: Index
+    identity: tuple[int, int] | None  # the index file's (device, inode) when it was opened
+
+
+class IndexCache:
+    """The open indexes of a long-running process (the MCP server): one :class:`Index` per
+    index file, keeping its model and vectors in memory between calls, and one model per model
+    folder and variant. An index file replaced on disk (a copy moved over it, a rebuild) gets a
+    new :class:`Index`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._embedders: dict[tuple[Path | None, str], Embedder] = {}
+        self._open: dict[Path, _Open] = {}
+
+    def get(self, settings: Settings) -> Index:
+        """The shared index for ``settings``, using them from now on (settings read again)."""
+        with self._lock:
+            identity = _identity(settings.store_path)
+            embedder = self._embedder(settings)
+            found = self._open.get(settings.store_path)
+            if found is not None and (
+                found.identity != identity or found.index.embedder is not embedder
+            ):
+                found.index.close()
+                found = None
+            if found is None:
+                found = _Open(Index(settings, embedder=embedder), identity)
+                self._open[settings.store_path] = found
+            found.index.use_settings(settings)
+            return found.index
+
+    def writer(self, settings: Settings) -> Index:
+        """A new index for one index run beside the shared one's searches (same model); the
+        caller closes it."""
+        with self._lock:
+            return Index(settings, embedder=self._embedder(settings))
+
+    def _embedder(self, settings: Settings) -> Embedder:
+        key = (settings.model_dir, settings.model_variant)
+        if key not in self._embedders:
+            self._embedders[key] = OnnxEmbedder(settings.model_dir, variant=settings.model_variant)
+        return self._embedders[key]
+
+    def close(self) -> None:
+        """Close every open index and wait for any model load (the server's shutdown)."""
+        with self._lock:
+            for found in self._open.values():
+                found.index.close()
+            self._open.clear()
+            for embedder in self._embedders.values():
+                embedder.close()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from semsearch.errors import StoreError
+from semsearch.errors import ModelError
+from semsearch.model.onnx_graph import single_thread_session
 from semsearch.store import ChunkRecord, FileWrite
-from semsearch.store import scan as scan_module
 from semsearch.store.exact import SCAN_MIN_ROWS, ExactVectors
 from semsearch.store.scan import QUERY_LEVEL, Int8Scan, VectorScan
 from semsearch.store.sqlite.store import SqliteStore
@@ -273,12 +273,13 @@ def test_a_sqlite_index_searched_again_and_again_gives_the_exact_nearest(tmp_pat
 
 SUMS_AT_THE_EXTREMES = """
 import numpy as np
+from semsearch.model.onnx_graph import matmul_integer_model, single_thread_session
 from semsearch.store import scan
 columns = np.zeros((384, 4), dtype=np.int8)
 columns[:, 0], columns[:, 1] = 127, -127
 columns[::2, 2], columns[1::2, 2] = 127, -127
 columns[:, 3] = np.arange(384) % 255 - 127
-session = scan._session(scan._matmul_model(columns))
+session = single_thread_session(matmul_integer_model(columns, scan.QUERY_LEVEL + 1))
 level = scan.QUERY_LEVEL
 worst = 0
 for values in ([level] * 384, [-level] * 384, [level, -level] * 192, list(range(-192, 192))):
@@ -322,6 +323,6 @@ def test_a_search_scans_the_float32_matrix_when_the_int8_copy_cannot_be_made() -
         source.replace(np.arange(3), unit_rows(3, seed=45))
 
 
-def test_onnxruntime_refusing_the_scan_is_a_store_error() -> None:
-    with pytest.raises(StoreError, match="could not build the int8 vector scan"):
-        scan_module._session(b"not an onnx model")
+def test_onnxruntime_refusing_a_model_is_a_model_error() -> None:
+    with pytest.raises(ModelError, match=r"(?i)protobuf|invalid|parse|load"):
+        single_thread_session(b"not an onnx model")

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.errors import StoreError
+from semsearch.errors import ModelError, StoreError
+from semsearch.model.onnx_graph import matmul_integer_model, single_thread_session
 from semsearch.store.base import FloatArray, IdArray
 
 QUERY_LEVEL = 63  # the query's integers lie in [-63, 63], stored as u8 with zero point 64
@@ -49,9 +50,12 @@ class Int8Scan:
         columns = np.empty((self.dim, self.rows), dtype=np.int8)  # the kernel's layout
         for start in range(0, self.rows, BLOCK):  # a block at a time: no full float copies
             self._quantise(matrix, slice(start, start + BLOCK), columns)
-        model = _matmul_model(columns)
+        model = matmul_integer_model(columns, QUERY_LEVEL + 1)
         del columns  # the model bytes hold the only copy now; onnxruntime packs its own
-        self._session = _session(model)
+        try:
+            self._session = single_thread_session(model)
+        except ModelError as exc:
+            raise StoreError(f"onnxruntime could not build the int8 vector scan: {exc}") from exc
 
     def _quantise(self, matrix: FloatArray, rows: slice, columns: Int8Array) -> None:
         block = matrix[rows]
@@ -145,76 +149,3 @@ def _within_reach(approx: FloatArray, bound: FloatArray, pool: int) -> IntArray:
         return np.flatnonzero(finite)
     floor = np.partition(lower, len(lower) - pool)[len(lower) - pool]
     return np.flatnonzero(approx + bound >= floor)
-
-
-def _session(model: bytes) -> Any:
-    """A one-thread onnxruntime session of ``model`` (:func:`_matmul_model`); raises
-    :class:`~semsearch.errors.StoreError` when onnxruntime cannot build it."""
-    import onnxruntime as ort  # heavy: loaded by the first warm search that scans
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime's errors derive from Exception alone
-        raise StoreError(f"onnxruntime could not build the int8 vector scan: {exc}") from exc
-
-
-# The ONNX protobuf of one MatMulInteger node, written by hand: the `onnx` package is not a
-# dependency. Field numbers are those of onnx.proto (ModelProto, GraphProto, NodeProto,
-# TensorProto, ValueInfoProto, TypeProto); element types UINT8 = 2, INT8 = 3, INT32 = 6. The
-# matrix is copied once, into the joined bytes.
-_UINT8, _INT8, _INT32 = 2, 3, 6
-Parts = list[bytes | memoryview]
-
-
-def _matmul_model(columns: Int8Array) -> bytes:
-    """One MatMulInteger node: ``sums = (q - 64) @ columns`` (q: 2 x dim u8)."""
-    dim, rows = columns.shape
-    node = _text(1, "q") + _text(1, "m") + _text(1, "zero") + _text(2, "sums")
-    node += _text(4, "MatMulInteger")
-    matrix = _tensor("m", _INT8, [dim, rows], [memoryview(columns.data).cast("B")])
-    graph: Parts = [_field(1, [node]), _text(2, "scan"), *_field_parts(5, matrix)]
-    graph.append(_field(5, _tensor("zero", _UINT8, [], [bytes([QUERY_LEVEL + 1])])))
-    graph.append(_field(11, [_value_info("q", _UINT8, [2, dim])]))
-    graph.append(_field(12, [_value_info("sums", _INT32, [2, rows])]))
-    opset = _field(8, [_text(1, ""), _number(2, 13)])
-    return b"".join([_number(1, 8), opset, *_field_parts(7, graph)])
-
-
-def _tensor(name: str, kind: int, dims: list[int], raw: Parts) -> Parts:
-    head = b"".join(_number(1, d) for d in dims) + _number(2, kind) + _text(8, name)
-    return [head, *_field_parts(9, raw)]
-
-
-def _value_info(name: str, kind: int, dims: list[int]) -> bytes:
-    shape = b"".join(_field(1, [_number(1, d)]) for d in dims)
-    return _text(1, name) + _field(2, [_field(1, [_number(1, kind), _field(2, [shape])])])
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _number(field: int, value: int) -> bytes:
-    return _varint(field << 3) + _varint(value)
-
-
-def _field_parts(field: int, payload: Parts) -> Parts:
-    """A length-delimited field whose payload stays in parts (no copy)."""
-    return [_varint(field << 3 | 2) + _varint(sum(len(part) for part in payload)), *payload]
-
-
-def _field(field: int, payload: Parts) -> bytes:
-    return b"".join(_field_parts(field, payload))
-
-
-def _text(field: int, value: str) -> bytes:
-    return _field(field, [value.encode()])

@@ -5,7 +5,8 @@ input dumps, a documentation URL). :func:`argument_errors` says instead what eac
 must be, from the tool's published input schema and pydantic's structured ``errors()`` list:
 "k must be between 1 and 50, got 0.", "k must be a whole number between 1 and 50, got "many".",
 "query is required: what to look for, in natural language.". :func:`unknown_arguments` refuses
-names the tool does not take (pydantic would silently drop them).
+names the tool does not take (pydantic would silently drop them). :class:`ArgumentCheck` puts
+both in front of the server's tools.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Extension
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolRequestParams, CallToolResult, TextContent
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
@@ -88,25 +90,49 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
-class CheckedTool(Tool):
-    """A tool that answers bad arguments with one plain sentence each instead of pydantic's
-    report (the SDK's :meth:`Tool.run` turns a ``ValidationError`` into that report's text)."""
+class ArgumentCheck(Extension):
+    """Answers a call whose arguments are wrong with one plain sentence each, before the SDK
+    validates them (its own answer is pydantic's report).
 
-    async def run(
-        self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
-    ) -> Any:
-        """Check the arguments, then run the tool as the SDK does."""
-        problems = unknown_arguments(self.name, self.parameters, arguments)
-        known = {
-            name: value
-            for name, value in arguments.items()
-            if name in self.parameters.get("properties", {})
-        }
-        try:
-            self.fn_metadata.validate_arguments(known)
-        except ValidationError as exc:
-            problems += argument_errors(self.parameters, exc.errors())
+    An extension's ``intercept_tool_call`` is the SDK's public hook around ``tools/call``: it
+    sees each call's name and arguments and may answer without running the tool. The SDK
+    advertises every extension under ``capabilities.extensions`` (a field of protocol
+    2026-07-28; 2025-11-25 has none), hence the identifier; clients ignore ones they do not know.
+    """
+
+    identifier = "io.github.semsearch/plain-argument-errors"
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        """Answer bad arguments; pass a good call (or an unknown tool) on to the SDK."""
+        tool = self._tools.get(params.name)
+        problems = [] if tool is None else argument_problems(tool, params.arguments or {})
         if problems:
             text = TextContent(type="text", text=" ".join(problems))
             return CallToolResult(content=[text], is_error=True)
-        return await super().run(arguments, context, convert_result)
+        return await call_next(ctx)
+
+
+def argument_problems(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
+    """One sentence per unknown or bad argument of a call to ``tool``; none when all are good.
+
+    The check is the one the SDK runs before calling the tool (``validate_arguments`` of the
+    tool's metadata), on the arguments the tool takes."""
+    problems = unknown_arguments(tool.name, tool.parameters, arguments)
+    known = {
+        name: value
+        for name, value in arguments.items()
+        if name in tool.parameters.get("properties", {})
+    }
+    try:
+        tool.fn_metadata.validate_arguments(known)
+    except ValidationError as exc:
+        problems += argument_errors(tool.parameters, exc.errors())
+    return problems

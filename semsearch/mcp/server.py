@@ -46,7 +46,7 @@ from semsearch.files.folders import holding_folder, select_folders
 from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
 from semsearch.files.grep import grep as grep_files
 from semsearch.index import Index, ignore_settings
-from semsearch.mcp.args import CheckedTool
+from semsearch.mcp.args import ArgumentCheck
 from semsearch.mcp.progress import IndexProgress
 from semsearch.mcp.schema import (
     HIT_TEXT_CHARS,
@@ -441,7 +441,7 @@ def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServe
             open_world_hint=False,
         )
         fn = getattr(tools, name)
-        tool = CheckedTool.from_function(
+        tool = Tool.from_function(
             fn,
             name=name,
             title=title,
@@ -457,6 +457,7 @@ def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServe
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=registered,
+        extensions=[ArgumentCheck(registered)],
         log_level="WARNING",
     )
 

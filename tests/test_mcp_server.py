@@ -453,13 +453,23 @@ def test_index_waits_for_a_running_cli_index(
 def test_secrets_never_come_back(
     client: Client, world: dict[str, Path], indexed: dict[str, Any], secret: str
 ) -> None:
-    outputs = [
-        client.call("search", {"query": secret, "k": 20}),
-        client.call("gather", {"query": secret, "k": 20, "contextLines": 5}),
-        client.call("grep", {"pattern": secret}),
-        client.call("grep", {"pattern": secret[:8], "regex": True}),
-    ]
-    for result in outputs:
+    hidden = {"data/blob.txt", ".env", "private/notes.md", "leak.txt"}
+    for tool, args in [
+        ("search", {"query": secret, "k": 20}),
+        ("gather", {"query": secret, "k": 20, "contextLines": 5}),
+    ]:
+        result = client.call(tool, args)
+        ok(result)
+        assert result.structured_content is not None
+        paths = {hit["relPath"] for hit in result.structured_content["results"]}
+        assert paths and not paths & hidden, (tool, paths)
+        assert secret not in json.dumps(result.model_dump(mode="json"))
+    for pattern, regex in [(secret, False), (secret[:8], True)]:
+        result = client.call("grep", {"pattern": pattern, "regex": regex})
+        assert ok(result).startswith("No matches in ")
+        assert result.structured_content is not None
+        assert result.structured_content["matches"] == []
+        assert result.structured_content["filesSearched"] >= 5
         assert secret not in json.dumps(result.model_dump(mode="json"))
 
 

@@ -7,7 +7,9 @@ text decoding, PDF/DOCX extraction). Patterns are literal by default; ``regex=Tr
 Python regular expression. Python's ``re`` cannot be interrupted, so every search runs in a child
 process (``python -m semsearch.files.grep``, a JSON job on stdin, one JSON event per line on stdout)
 that is killed at the deadline: a pattern such as ``(a+)+$`` on a long line costs at most the
-time budget.
+time budget. The ``regex`` package's ``timeout=`` would not do: it counts the process's CPU time
+(all threads), not wall time, and bounds neither compiling the pattern nor listing and reading
+the files, which the child's deadline covers too.
 """
 
 from __future__ import annotations

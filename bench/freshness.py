@@ -2,7 +2,7 @@
 
 Times, after indexing the folder once: the full check ``Index.pending_work`` (what the server
 ran before every ``search`` and ``gather``), then the check as the server runs it now,
-``Tools._freshen`` (the change watcher, and the full check only when something may have
+``Index.freshen`` (the change watcher, and the full check only when something may have
 changed): its first call, which starts the watcher, then many calls with nothing changed. Last,
 one file is saved and the next call's cost and result are shown (a full check and an inline
 update).
@@ -15,7 +15,6 @@ hash embedder stands in for the model: only the check is timed, not indexing.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import time
@@ -23,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import semsearch
-from semsearch.mcp.server import Tools
+from semsearch.files.changes import ChangeMonitor
 from semsearch.model.embedder import HashEmbedder
 
 BASE = Path("/tmp/fresh10k/work")
@@ -81,7 +80,6 @@ def main() -> None:
         "XDG_CONFIG_HOME": str(base / "cfg"),
         "XDG_DATA_HOME": str(base / "data"),
     }
-    os.environ.update(env)  # the server's Tools read the settings from the environment
     settings = semsearch.load_settings(env)
     index = semsearch.Index(settings, embedder=HashEmbedder())
     index.add([str(tree)])
@@ -92,20 +90,20 @@ def main() -> None:
     print(summary("full check (pending_work)", timed(index.pending_work, args.full_runs)))
     index.close()
 
-    tools = Tools(None)
-    settings = tools.settings()
-    tools._embedders[settings.model_dir] = HashEmbedder()  # the index's model, for the update
+    monitor = ChangeMonitor()
+    shared = semsearch.Index(settings, embedder=HashEmbedder(), monitor=monitor)
     try:
-        print(summary("server check, first call", timed(lambda: tools._freshen(settings), 1)))
-        times = timed(lambda: tools._freshen(settings), args.runs)
+        print(summary("server check, first call", timed(shared.freshen, 1)))
+        times = timed(shared.freshen, args.runs)
         print(summary("server check, nothing changed", times))
-        print(f"watcher problem: {tools._changes.problem}")
+        print(f"watcher problem: {monitor.problem}")
         (tree / "pkg000" / "mod00000.py").write_text("def f0(x):\n    return x - 1\n")
-        print(summary("server check, one file saved", timed(lambda: tools._freshen(settings), 1)))
-        print(summary("server check, the call after", timed(lambda: tools._freshen(settings), 1)))
-        print(summary("server check, nothing changed", timed(lambda: tools._freshen(settings), 50)))
+        print(summary("server check, one file saved", timed(shared.freshen, 1)))
+        print(summary("server check, the call after", timed(shared.freshen, 1)))
+        print(summary("server check, nothing changed", timed(shared.freshen, 50)))
     finally:
-        tools.close()
+        shared.close()
+        monitor.close()
         (tree / "pkg000" / "mod00000.py").write_text("def f0(x):\n    return x + 0\n")
 
 

@@ -29,6 +29,7 @@ from semsearch.config import (
     add_roots,
     is_inside,
     move_root,
+    remove_roots,
     roots_holding,
 )
 from semsearch.errors import LockedError, ModelMismatchError, SemsearchError, UsageError
@@ -137,7 +138,12 @@ class Index:
     """
 
     def __init__(
-        self, settings: Settings, embedder: Embedder | None = None, *, one_shot: bool = False
+        self,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        *,
+        one_shot: bool = False,
+        monitor: ChangeMonitor | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
@@ -145,7 +151,9 @@ class Index:
         self._indexed: tuple[int, list[Folder]] = (-1, [])  # (generation, folders) read last
         self._store: Store | None = None  # kept open: it holds the vectors between searches
         self._lock = threading.RLock()
-        self._monitor: ChangeMonitor | None = None  # freshen's: skips checks while nothing changed
+        # freshen's, to skip its check while nothing changed; closed here only if made here
+        self._monitor = monitor
+        self._owns_monitor = monitor is None
         self._updater: threading.Thread | None = None  # freshen's background index run
 
     @property
@@ -420,6 +428,26 @@ class Index:
         return self._indexed[1]
 
     @_locked
+    def remove(
+        self, targets: Sequence[str | Path], *, keep_index: bool = False, cwd: Path | None = None
+    ) -> tuple[RootChange, int]:
+        """Remove folders (names or paths) from the config and, unless ``keep_index``, purge
+        them from the index; returns the config change and the files purged.
+
+        Nothing changes unless every target resolves (an ambiguous or unknown one is a
+        :class:`UsageError`); a folder only in the index can be purged by naming it. The index is
+        purged first: if it cannot be written (read-only, disk full), the config stays too.
+        """
+        known = [f for f in self.folders() if f.is_configured or not keep_index]
+        chosen = list(dict.fromkeys(resolve_folder(t, known, cwd).path for t in targets))
+        files = 0 if keep_index else sum(self.purge(path) for path in chosen)
+        change = remove_roots(self.settings.config_path, chosen)
+        gone = {os.path.realpath(path) for path in change.changed}
+        roots = tuple(r for r in self.settings.roots if os.path.realpath(r) not in gone)
+        self.settings = replace(self.settings, roots=roots)
+        return change, files
+
+    @_locked
     def purge(self, root: Path, wait_seconds: float = 600.0) -> int:
         """Remove a folder's files and chunks from the index; returns files purged."""
         if not self.settings.store_path.exists():
@@ -588,7 +616,7 @@ class Index:
         load, if one runs (a background index run of :meth:`freshen` closes its own)."""
         with self._lock:
             try:
-                if self._monitor is not None:
+                if self._monitor is not None and self._owns_monitor:
                     self._monitor.close()
                     self._monitor = None
                 if self._store is not None:
@@ -624,10 +652,11 @@ class IndexCache:
     new :class:`Index`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, monitor: ChangeMonitor | None = None) -> None:
         self._lock = threading.Lock()
         self._embedders: dict[tuple[Path | None, str], Embedder] = {}
         self._open: dict[Path, _Open] = {}
+        self._monitor = monitor or ChangeMonitor()  # shared by the indexes' freshen()
 
     def get(self, settings: Settings) -> Index:
         """The shared index for ``settings``, using them from now on (settings read again)."""
@@ -641,7 +670,7 @@ class IndexCache:
                 found.index.close()
                 found = None
             if found is None:
-                found = _Open(Index(settings, embedder=embedder), identity)
+                found = _Open(Index(settings, embedder, monitor=self._monitor), identity)
                 self._open[settings.store_path] = found
             found.index.use_settings(settings)
             return found.index
@@ -666,6 +695,7 @@ class IndexCache:
             self._open.clear()
             for embedder in self._embedders.values():
                 embedder.close()
+            self._monitor.close()
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

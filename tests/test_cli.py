@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from semsearch import __version__
-from semsearch.cli.commands import COMMANDS, _stored_model, build_parser, main
+from semsearch.cli.commands import COMMANDS, build_parser, main
 from semsearch.cli.output import Progress, progress_line
 from semsearch.config import load_settings
 from semsearch.index import Index
 from semsearch.indexing.pipeline import FileEvent
-from semsearch.model.embedder import VARIANTS, HashEmbedder, OnnxEmbedder
+from semsearch.model.embedder import HashEmbedder
 from semsearch.search import ranking
 from semsearch.store import ChunkRecord, FileWrite, open_store
 from tests.conftest import write_tree
@@ -657,17 +657,18 @@ def test_status_shows_chunks_waiting_for_vectors(
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int8"])
-def test_a_cold_search_preloads_the_build_that_made_the_index(tmp_path: Path, variant: str) -> None:
-    env = {"SS_CONFIG_PATH": str(tmp_path / "c.json"), "SS_INDEX_PATH": str(tmp_path / "i.db")}
-    assert _stored_model(load_settings(env)) is None  # no index yet
-    (tmp_path / "i.db").write_bytes(b"not a database at all")
-    assert _stored_model(load_settings(env)) is None
-    (tmp_path / "i.db").unlink()
+def test_a_cold_search_uses_the_build_that_made_the_index(
+    tmp_path: Path,
+    variant: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     folder = write_tree(tmp_path / "docs", {"pay.md": "Failed card payments are retried.\n"})
-    index = Index(load_settings({**env, "SS_MODEL_VARIANT": variant}))
+    index = Index(load_settings({**os.environ, "SS_MODEL_VARIANT": variant}))
     index.update([folder])
     index.close()
-    stored = _stored_model(load_settings(env))  # whatever the configured default
-    assert stored == VARIANTS[variant].model_id
-    assert OnnxEmbedder(variant="auto").variant_for(stored).variant == variant
-    assert _stored_model(load_settings({**env, "SS_STORE_BACKEND": "lancedb"})) is None
+    other = "int8" if variant == "fp32" else "fp32"
+    monkeypatch.setenv("SS_MODEL_VARIANT", other)  # the default now names the other build
+    code, out, err = run(capsys, "search", "card payments retried", "--json")
+    assert (code, err) == (0, "")
+    assert [hit["relPath"] for hit in json.loads(out)] == ["pay.md"]

@@ -8,6 +8,7 @@ from semsearch.files.filetype import (
     BINARY_EXTENSIONS,
     is_binary_content,
     is_document,
+    is_prose,
     looks_binary,
     minified_reason,
     skipped_kind,
@@ -94,3 +95,20 @@ def test_skipped_kind(rel: str, size: int, expected: tuple[str, str] | None) -> 
 )
 def test_minified_reason(head: bytes, expected: str | None) -> None:
     assert minified_reason(head) == expected
+
+
+@pytest.mark.parametrize(
+    ("rel", "prose"),
+    [
+        ("README.md", True),
+        ("docs/guide.rst", True),
+        ("notes/TODO", True),
+        ("papers/a.PDF", True),
+        ("src/mux.go", False),
+        ("lib/index.d.ts", False),
+        (".github/workflows/ci.yml", False),
+        (".bashrc", True),
+    ],
+)
+def test_documents_are_told_from_code_by_extension(rel: str, prose: bool) -> None:
+    assert is_prose(rel) is prose

@@ -206,23 +206,6 @@ def test_whole_files_count_their_missing_candidates_as_zero() -> None:
     assert ranking.file_lifted(nearest, file_of, whole={1})[0] == 20  # 2 is a document
 
 
-@pytest.mark.parametrize(
-    ("rel", "prose"),
-    [
-        ("README.md", True),
-        ("docs/guide.rst", True),
-        ("notes/TODO", True),
-        ("papers/a.PDF", True),
-        ("src/mux.go", False),
-        ("lib/index.d.ts", False),
-        (".github/workflows/ci.yml", False),
-        (".bashrc", True),
-    ],
-)
-def test_documents_are_told_from_code_by_extension(rel: str, prose: bool) -> None:
-    assert ranking.is_prose(rel) is prose
-
-
 def test_file_coherence_goes_to_each_files_best_chunk_by_its_files_sum() -> None:
     scores = {1: 0.5, 2: 0.4, 5: 0.3, 3: 0.9, 4: 0.2}
     file_of = {1: 10, 2: 10, 5: 10, 3: 20}  # chunk 4 has no vector in memory: a file of its own

@@ -7,7 +7,6 @@ errors to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -17,15 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from semsearch import __version__
 from semsearch.cli.output import Progress, print_hits, print_plan, print_report, print_status
-from semsearch.config import MODES, Settings, load_settings, remove_roots
+from semsearch.config import MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
-from semsearch.files.folders import resolve_folder
 from semsearch.process import configure_process
 
-if TYPE_CHECKING:  # the heavy modules load inside the commands (see cmd_search)
+if TYPE_CHECKING:  # the library loads inside the commands (see _index)
     from semsearch.index import Index
     from semsearch.indexing.report import IndexReport
-    from semsearch.model.embedder import Embedder
     from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -170,6 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _index(settings: Settings, one_shot: bool = False) -> Index:
+    """The library's front door for one command (see :class:`~semsearch.index.Index`)."""
+    # numpy, the store and the model code load here, not for --help, list or config
+    from semsearch.index import Index
+
+    return Index(settings, one_shot=one_shot)
+
+
 def main_exit() -> None:
     """Console-script entry point."""
     try:
@@ -183,9 +188,7 @@ def main_exit() -> None:
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     """``add PATH...``: never a folder twice, not even nested."""
-    from semsearch.index import Index
-
-    index = Index(settings)
+    index = _index(settings)
     try:
         change = index.add(args.paths, Path.cwd())
     finally:
@@ -218,16 +221,9 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
     """``remove [--keep-index] NAME|PATH...``: nothing changes unless every target resolves."""
-    from semsearch.index import Index
-
-    index = Index(settings)
+    index = _index(settings)
     try:
-        known = [f for f in index.folders() if f.is_configured or not args.keep_index]
-        chosen = [resolve_folder(target, known, Path.cwd()).path for target in args.targets]
-        chosen = list(dict.fromkeys(chosen))
-        # The index first: if it cannot be written (read-only, disk full), the config stays too.
-        files = 0 if args.keep_index else sum(index.purge(path) for path in chosen)
-        change = remove_roots(settings.config_path, chosen)
+        change, files = index.remove(args.targets, keep_index=args.keep_index, cwd=Path.cwd())
     finally:
         index.close()
     for path in change.changed:
@@ -271,9 +267,7 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     """``status``"""
-    from semsearch.index import Index
-
-    index = Index(settings)
+    index = _index(settings)
     try:
         status = index.status()
     finally:
@@ -284,10 +278,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     """``index [PATH]``"""
-    from semsearch.index import Index, resolve_root
-
-    roots = [resolve_root(args.path)] if args.path else None
-    index = Index(settings)
+    index = _index(settings)
+    roots = [args.path] if args.path else None
     if args.dry_run:
         return _dry_run(index, roots, args.json)
     progress = Progress(sys.stderr, args.verbose, show_errors=args.json)
@@ -355,44 +347,12 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
     return EXIT_FAIL if any(plan.errors for plan in plans) else EXIT_OK
 
 
-def _stored_model(settings: Settings) -> str | None:
-    """The model id a SQLite index records, read without opening the store (which would import
-    numpy first), so a search can preload the session it will use; None when there is none."""
-    if settings.store_backend != "sqlite":
-        return None
-    import sqlite3
-
-    try:
-        with contextlib.closing(
-            sqlite3.connect(f"{settings.store_path.as_uri()}?mode=ro", uri=True)
-        ) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'model_id'").fetchone()
-    except sqlite3.Error:  # no index yet, not an index, an old schema: the search will say
-        return None
-    return None if row is None else str(row[0])
-
-
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """``search QUERY``"""
-    embedder: Embedder | None = None
-    if (args.mode or settings.default_mode) != "bm25":
-        from semsearch.model.embedder import OnnxEmbedder
-
-        # One query, then exit: an unoptimised session (built in ~0.04 s rather than ~0.17 s),
-        # started in a background thread (onnxruntime releases the GIL) while the rest of
-        # semsearch is imported and the index read.
-        embedder = OnnxEmbedder(settings.model_dir, one_shot=True, variant=settings.model_variant)
-        stored = _stored_model(settings)
-        if stored is not None:  # the build that made the index, as Index.search will pick
-            embedder = embedder.variant_for(stored)
-        embedder.preload()
-    from semsearch.index import Index
-
-    index = Index(settings, embedder=embedder)
+    query = " ".join(args.query)
+    index = _index(settings, one_shot=True)
     try:
-        hits = index.search(
-            " ".join(args.query), k=args.k, folder=args.folder, glob=args.glob, mode=args.mode
-        )
+        hits = index.search(query, k=args.k, folder=args.folder, glob=args.glob, mode=args.mode)
     finally:
         index.close()
     if args.files_only:
@@ -404,13 +364,8 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     elif args.json:
         print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
     else:
-        if args.explain and embedder is not None and hits:
-            from semsearch.search.ranking import FRAME_NOTE, embedding_text
-
-            embedded = embedding_text(" ".join(args.query))
-            if embedded != " ".join(args.query):  # the question's framing words left out
-                print(f"{FRAME_NOTE}: {embedded}")
-        print_hits(hits, args.explain)
+        uses_model = (args.mode or settings.default_mode) != "bm25"
+        print_hits(hits, args.explain, query if args.explain and uses_model else None)
     return EXIT_OK
 
 
@@ -424,9 +379,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
     """``move OLD NEW``: the folder's files, chunks and config entry now belong to NEW."""
-    from semsearch.index import Index
-
-    index = Index(settings)
+    index = _index(settings)
     try:
         report = index.move(args.old, args.new, Path.cwd())
     finally:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-if TYPE_CHECKING:  # the heavy modules load inside the commands (see cli.cmd_search)
+if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
     from semsearch.indexing.pipeline import FileEvent
     from semsearch.indexing.plan import FolderPlan
     from semsearch.indexing.report import IndexReport, Status
@@ -149,18 +149,27 @@ def explain(hit: Hit) -> str:
     if hit.named_rank:  # the named-files arm: the file's name is in the query
         parts.append(f"named file #{hit.named_rank}")
     if hit.coherence:  # the file's best chunk: its share of the best fused score, added
-        from semsearch.search.ranking import COHERENCE_NOTE
+        from semsearch.search.ranking import COHERENCE_NOTE  # only with --explain
 
         parts.append(f"{COHERENCE_NOTE} +{hit.coherence:.2f}")
     parts.extend(hit.priors)
     return "     " + "  ·  ".join(parts)
 
 
-def print_hits(hits: list[Hit], with_explain: bool = False) -> None:
-    """Search results as aligned rows; "No results." on stderr when there are none."""
+def print_hits(hits: list[Hit], with_explain: bool = False, query: str | None = None) -> None:
+    """Search results as aligned rows; "No results." on stderr when there are none.
+
+    With ``query`` (``--explain`` with the vector arm), a first line says which words of it
+    were embedded when its question framing was left out."""
     if not hits:
         print("No results.", file=sys.stderr)
         return
+    if query is not None:
+        from semsearch.search.ranking import FRAME_NOTE, embedding_text  # only with --explain
+
+        embedded = embedding_text(query)
+        if embedded != query:
+            print(f"{FRAME_NOTE}: {embedded}")
     rows = [
         (
             str(n),

@@ -25,9 +25,7 @@ import inspect
 import json
 import logging
 import os
-import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, ParamSpec
 
 import anyio
@@ -39,13 +37,10 @@ from pydantic import Field
 
 from semsearch import __version__
 from semsearch.config import Settings, load_settings
-from semsearch.errors import LockedError, SemsearchError
-from semsearch.files.access import Locator
+from semsearch.errors import SemsearchError
 from semsearch.files.changes import ChangeMonitor
-from semsearch.files.folders import holding_folder, select_folders
 from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
-from semsearch.files.grep import grep as grep_files
-from semsearch.index import Index, ignore_settings
+from semsearch.index import Index, IndexCache
 from semsearch.mcp.args import ArgumentCheck
 from semsearch.mcp.progress import IndexProgress
 from semsearch.mcp.schema import (
@@ -75,12 +70,9 @@ from semsearch.mcp.schema import (
     plain_schema,
     trim_report,
 )
-from semsearch.model.embedder import Embedder, OnnxEmbedder
 from semsearch.search.hits import Hit
-from semsearch.search.passage import gather, read_lines
 
 logger = logging.getLogger("semsearch.mcp")
-INLINE_FILES = 20  # changed files search and gather index before answering; more: background
 INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
 
 INDEX_LOCK_WAIT = 10.0
@@ -119,18 +111,6 @@ def _failure(name: str, exc: Exception) -> CallToolResult:
     )
 
 
-def _update(writer: Index) -> None:
-    """A background index run (a thread); a run that cannot take the lock is skipped."""
-    try:
-        writer.update(wait_seconds=0)
-    except LockedError:
-        logger.info("another index run is writing; the background update was skipped")
-    except SemsearchError as exc:
-        logger.warning("background index update failed: %s", exc)
-    finally:
-        writer.close()
-
-
 def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
     """Turn exceptions into error results (a sync tool)."""
 
@@ -145,93 +125,31 @@ def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
 
 
 class Tools:
-    """The tools' implementations and the state they share (model, vectors, settings)."""
+    """The tools' implementations; the open index they share lives in an :class:`IndexCache`."""
 
     def __init__(self, index_flag: str | None, changes: ChangeMonitor | None = None) -> None:
         self._index_flag = index_flag
-        self._changes = changes or ChangeMonitor()  # skips the freshness check when it can
-        self._lock = threading.Lock()
-        self._embedders: dict[Path | None, Embedder] = {}
-        self._reader: Index | None = None
-        self._reader_key: tuple[Any, ...] = ()
-        self._updater: threading.Thread | None = None  # a background index run
+        self._indexes = IndexCache(changes)
 
     def close(self) -> None:
-        """Close the reading index and the change watcher, and wait for any model load (the
-        server's shutdown)."""
-        with self._lock:
-            self._changes.close()
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
-            for embedder in self._embedders.values():
-                embedder.close()
+        """Close the open indexes and wait for any model load (the server's shutdown)."""
+        self._indexes.close()
 
     def settings(self) -> Settings:
         """The settings as they are now (the config file is small: read on every call)."""
         return load_settings(os.environ, self._index_flag)
 
-    def _embedder(self, settings: Settings) -> Embedder:
-        """The model for the settings, created once (call with the lock held)."""
-        if settings.model_dir not in self._embedders:
-            self._embedders[settings.model_dir] = OnnxEmbedder(
-                settings.model_dir, variant=settings.model_variant
-            )
-        return self._embedders[settings.model_dir]
-
-    def _index(self, settings: Settings) -> Index:
-        """The shared reading Index (call with the lock held); a replaced file gets a new one."""
-        key = (settings.store_path, settings.model_dir, _identity(settings.store_path))
-        if self._reader is None or key != self._reader_key:
-            if self._reader is not None:
-                self._reader.close()
-            self._reader = Index(settings, embedder=self._embedder(settings))
-            self._reader_key = key
-        self._reader.settings = settings
-        return self._reader
-
-    def _freshen(self, settings: Settings) -> bool:
-        """Bring an existing index up to date before a search; True while a run is under way.
-
-        The full check (:meth:`~semsearch.index.Index.pending_work`) is skipped while the
-        :class:`~.changes.ChangeMonitor` says nothing changed since one found no work.
-        Up to ``INLINE_FILES`` changed files are indexed before answering; more, or chunks
-        waiting for vectors, start a run in the background. A run another process holds the
-        write lock for (a CLI ``index``) is left alone: the answer is what is committed.
-        """
-        if not settings.auto_index or not settings.store_path.exists():
-            return False
-        if self._updater is not None and self._updater.is_alive():
-            return True
-        with self._lock:
-            index = self._index(settings)
-            state = (self._reader_key, index.generation())
-            check = self._changes.begin(settings.roots, ignore_settings(settings), state)
-            if check is None:
-                return False
-            work = index.pending_work()
-            if work == 0:
-                self._changes.confirm(check)
-                return False
-            if work <= INLINE_FILES:
-                try:
-                    index.update(wait_seconds=0)
-                    return False
-                except LockedError:
-                    return True
-            writer = Index(settings, embedder=self._embedder(settings))
-        self._updater = threading.Thread(target=_update, args=(writer,), daemon=True)
-        self._updater.start()
-        return True
+    def _fresh(self, settings: Settings) -> tuple[Index, bool]:
+        """The shared index, brought up to date first when ``mcpAutoIndex`` is on; and whether
+        an index run is still under way."""
+        index = self._indexes.get(settings)
+        return index, settings.auto_index and index.freshen()
 
     def _search(
-        self, settings: Settings, query: str, k: int | None, folder: str | None, glob: str | None
+        self, index: Index, query: str, k: int | None, folder: str | None, glob: str | None
     ) -> list[Hit]:
-        top = k if k is not None else min(settings.top_k, MAX_K)
-        with self._lock:
-            return self._index(settings).search(
-                query, k=top, folder=folder or None, glob=glob or None
-            )
+        top = k if k is not None else min(index.settings.top_k, MAX_K)
+        return index.search(query, k=top, folder=folder or None, glob=glob or None)
 
     @_reported
     def search(
@@ -246,9 +164,8 @@ class Tools:
         Returns the best chunks with their absolute path, folder, relative path, 1-based
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         """
-        settings = self.settings()
-        indexing = self._freshen(settings)
-        hits = self._search(settings, query, k, folder, pathGlob)
+        index, indexing = self._fresh(self.settings())
+        hits = self._search(index, query, k, folder, pathGlob)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
         return _json({"results": results, "truncated": cut, "indexing": indexing})
@@ -271,11 +188,9 @@ class Tools:
         PDF/DOCX, nor when the file changed since it was indexed). At most 256 KiB. The
         structured content has the same results: each hit and the passage shown for it.
         """
-        settings = self.settings()
-        indexing = self._freshen(settings)
-        hits = self._search(settings, query, k, folder, pathGlob)
-        locator = Locator(settings.roots, ignore_settings(settings))
-        gathered = gather(hits, contextLines or 0, locator)
+        index, indexing = self._fresh(self.settings())
+        hits = self._search(index, query, k, folder, pathGlob)
+        gathered = index.gather(hits, contextLines or 0)
         payload = {**gather_json(gathered), "indexing": indexing}
         return _structured((INDEXING_NOTE if indexing else "") + gathered.text, payload)
 
@@ -284,8 +199,7 @@ class Tools:
         """List the configured folders: name, absolute path, whether each exists, files and
         chunks indexed. A good first call to learn what can be searched."""
         settings = self.settings()
-        with self._lock:
-            rows = [folder_json(folder) for folder in self._index(settings).folders()]
+        rows = [folder_json(folder) for folder in self._indexes.get(settings).folders()]
         payload: dict[str, Any] = {
             "folders": rows,
             "indexPath": str(settings.store_path),
@@ -314,9 +228,7 @@ class Tools:
         binary), are refused. PDF/DOCX give their extracted text, with the line numbers that
         search reports. At most 256 KiB per call: ask for a line range to read the rest.
         """
-        settings = self.settings()
-        locator = Locator(settings.roots, ignore_settings(settings))
-        lines = read_lines(locator, filePath, startLine, endLine)
+        lines = self._indexes.get(self.settings()).read_lines(filePath, startLine, endLine)
         return _structured(lines.as_text(), lines_json(lines))
 
     @_reported
@@ -336,12 +248,10 @@ class Tools:
         """Exact search, line by line, in the files the indexer reads (never ignored or
         binary files). Literal and case-insensitive by default. Returns folder, relative path,
         line number and the line; stops after maxResults lines and a 10 s time budget."""
-        settings = self.settings()
-        roots = select_folders(settings.roots, folder)
         options = GrepOptions(
             pattern, bool(regex), bool(caseSensitive), fileGlob or None, maxResults or 50
         )
-        result = grep_files(roots, options, ignore_settings(settings), timeout=DEFAULT_TIMEOUT)
+        result = self._indexes.get(self.settings()).grep(options, folder, DEFAULT_TIMEOUT)
         return _grep_report(result, options)
 
     async def index(
@@ -362,12 +272,10 @@ class Tools:
         terminal). Sends progress notifications; returns the run's summary.
         """
         try:
-            settings = self.settings()
-            roots = None if not root else [holding_folder(root, settings.roots)]
-            with self._lock:
-                writer = Index(settings, embedder=self._embedder(settings))
-            progress = IndexProgress(ctx)
+            writer = self._indexes.writer(self.settings())
             try:
+                roots = None if not root else [writer.holding_folder(root)]
+                progress = IndexProgress(ctx)
                 report = await anyio.to_thread.run_sync(
                     functools.partial(
                         writer.update,
@@ -384,14 +292,6 @@ class Tools:
             return _json(trim_report(report.as_json()))
         except Exception as exc:
             return _failure("index", exc)
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
 
 
 def _grep_report(result: GrepResult, options: GrepOptions) -> CallToolResult:

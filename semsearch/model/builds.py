@@ -210,7 +210,7 @@ def optimised_copy(model_file: Path, create: bool = True) -> Path | None:
     no copy and ``create`` is False, or when it cannot be made (no cache folder, a read-only or
     full disk): the caller then builds from ``model_file`` itself.
     """
-    import onnxruntime as ort
+    import onnxruntime as ort  # heavy: imported only when a model is loaded
 
     root = model_cache_dir()
     if root is None:

@@ -49,9 +49,8 @@ def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
     chosen but its extra is not installed.
     """
     if backend == "lancedb":
-        from semsearch.store.lance.store import (
-            LanceStore,  # optional extra: loaded only when chosen
-        )
+        # an optional extra: loaded only when chosen
+        from semsearch.store.lance.store import LanceStore
 
         return LanceStore(path, create=create)
     return SqliteStore(path, create=create)

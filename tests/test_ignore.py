@@ -59,6 +59,13 @@ def test_rules_without_a_global_file() -> None:
     assert (rules.reason("a.secret"), rules.reason("x.log")) == (None, "ignored by .indexignore")
 
 
+def test_git_mode_cannot_reinclude_a_file_of_an_excluded_folder() -> None:
+    """git lists files only; a folder the ignore file excludes still keeps all of them out."""
+    rules = IgnoreRules.build(DEFAULT_SETTINGS, "git", None, ["build/", "!build/keep.txt"])
+    assert rules.reason("build/keep.txt") == "ignored by .indexignore"
+    assert rules.reason("src/build") is None  # a file named build
+
+
 def test_size_cap_is_larger_for_documents() -> None:
     settings = IgnoreSettings(max_file_size=10, max_document_size=100)
     assert [size_cap(rel, settings) for rel in ("a.txt", "b.PDF", "c.docx")] == [10, 100, 100]

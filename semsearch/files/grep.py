@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pathspec
-
 from semsearch.errors import ExtractError, SemsearchError, UsageError
 from semsearch.files.access import read_text
 from semsearch.files.extract import Extracted, page_at
+from semsearch.files.gitignore import PatternList
 from semsearch.files.ignore import IgnoreSettings
 from semsearch.files.listing import FileEntry, Listing, list_files
 
@@ -103,14 +102,14 @@ def compile_pattern(options: GrepOptions) -> re.Pattern[str]:
         ) from exc
 
 
-def glob_spec(file_glob: str | None) -> pathspec.GitIgnoreSpec | None:
+def glob_spec(file_glob: str | None) -> PatternList | None:
     """The file filter (the same syntax as search's path glob); None matches every file."""
     if not file_glob:
         return None
     try:
-        return pathspec.GitIgnoreSpec.from_lines([file_glob])
-    except (ValueError, re.error) as exc:
-        raise UsageError(f"Invalid file glob {file_glob!r}: {exc}") from exc
+        return PatternList.parse([file_glob], strict=True)
+    except ValueError as exc:
+        raise UsageError(f"Invalid file glob {exc}.") from exc
 
 
 def _events(
@@ -126,7 +125,7 @@ def _events(
             if problem.rel == ".":
                 yield f"{root}: {problem.reason}"
         for entry in listing.files:
-            if spec is not None and not spec.match_file(entry.rel):
+            if spec is not None and not spec.matches(entry.rel):
                 continue
             try:
                 extracted = read_text(entry, ignore)

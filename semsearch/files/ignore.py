@@ -5,20 +5,18 @@ mode, the per-folder and global ignore files, the size caps and the opt-ins for 
 skipped kinds. :class:`IgnoreRules` layers the ignore patterns (walk-mode defaults < global
 ignore file < the folder's own file, gitignore syntax, last match wins across them all) and says
 why a path is left out. :data:`SECRET_PATTERNS` name files that are never read in any mode
-(:func:`secret_reason`). :class:`GitignoreFile` is one ``.gitignore`` with git's semantics, for
-walk mode. Reading the ignore files is the listing's job (:mod:`.listing`); nothing here touches
-the disk.
+(:func:`secret_reason`). :func:`gitignore_reason` says which of walk mode's ``.gitignore`` files
+leaves a path out. Every pattern here is matched as git matches it
+(:class:`~.gitignore.PatternList`). Reading the ignore files is the listing's job
+(:mod:`.listing`); nothing here touches the disk.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import pathspec
+from typing import Literal
 
 from semsearch.config import DEFAULT_IGNORE_FILE, DEFAULT_MAX_FILE_SIZE, SKIPPED_KINDS
 from semsearch.errors import ConfigError
@@ -29,6 +27,7 @@ from semsearch.files.filetype import (
     is_document,
     skipped_kind,
 )
+from semsearch.files.gitignore import PatternList
 
 DEFAULT_IGNORE_PATTERNS: tuple[str, ...] = (
     "node_modules/",
@@ -122,7 +121,7 @@ class IgnoreSettings:
             )
         try:
             if self.allow_secret_patterns:
-                _allow_spec(self.allow_secret_patterns)
+                _allow_list(self.allow_secret_patterns)
         except ValueError as exc:
             raise ConfigError(
                 f"Invalid pattern in `allowSecretPatterns`: {exc}. Fix it in the config file."
@@ -145,10 +144,10 @@ def too_large_reason(size: int, cap: int) -> str:
 
 def secret_pattern(rel: str) -> str | None:
     """The :data:`SECRET_PATTERNS` entry that ``rel`` (a file) matches, or None."""
-    lower = rel.lower()
-    if lower.rsplit("/", 1)[-1] in SECRET_TEMPLATES or not _ANY_SECRET.fullmatch(lower):
-        return None  # one regex for the common case; which pattern only on a hit
-    return next(pattern for pattern, regex in _SECRET_REGEXES if regex.fullmatch(lower))
+    found = _SECRETS.last_match(rel)
+    if found is None or rel.rsplit("/", 1)[-1].lower() in SECRET_TEMPLATES:
+        return None
+    return SECRET_PATTERNS[found.line]
 
 
 def secret_reason(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> str | None:
@@ -159,58 +158,30 @@ def secret_reason(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> str 
     pattern = secret_pattern(rel)
     if pattern is None:
         return None
-    if settings.allow_secret_patterns and _allow_spec(settings.allow_secret_patterns).match_file(
-        rel
-    ):
+    if settings.allow_secret_patterns and _allow_list(settings.allow_secret_patterns).matches(rel):
         return None
     return f"secret file (matches {pattern})"
 
 
 @functools.lru_cache(maxsize=8)
-def _allow_spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
-
-
-@dataclass(frozen=True)
-class _Layered:
-    """Ignore patterns from several sources in one spec, so that gitignore's "last match wins"
-    holds across sources (a root ``!pattern`` re-includes what a default excluded)."""
-
-    spec: pathspec.PathSpec[Any]
-    ends: tuple[tuple[int, str], ...]  # (end index in spec.patterns, reason) per source
-
-    @classmethod
-    def build(cls, sources: list[tuple[list[str], str]]) -> _Layered:
-        # Plain "gitignore" patterns, not GitIgnoreSpec: pathspec 1.1's GitIgnoreSpec keeps
-        # `*` + `!*/` ignoring directories, unlike git (so the allow-list `*`, `!*/`, `!*.py`
-        # would index nothing). The walk never enters an ignored folder: git's other rule.
-        spec = pathspec.PathSpec.from_lines("gitignore", [])
-        ends: list[tuple[int, str]] = []
-        for lines, reason in sources:
-            spec += pathspec.PathSpec.from_lines("gitignore", lines)
-            ends.append((len(spec.patterns), reason))
-        return cls(spec, tuple(ends))
-
-    def reason(self, rel: str) -> str | None:
-        """The source that excludes ``rel``, or None."""
-        result = self.spec.check_file(rel)
-        if not result.include:
-            return None
-        index = result.index if result.index is not None else 0
-        return next((why for end, why in self.ends if index < end), self.ends[-1][1])
+def _allow_list(patterns: tuple[str, ...]) -> PatternList:
+    return PatternList.parse(patterns, strict=True)
 
 
 @dataclass(frozen=True)
 class IgnoreRules:
     """Everything decided from a path's name: ignore patterns, UTF-8 and binary extensions.
 
-    In walk mode ignored directories are pruned, so files are matched only against patterns
-    that can match a file (not ``dir/`` ones); that is both faster and closer to git.
+    The patterns of every source are one :class:`~.gitignore.PatternList`, so the last
+    match wins across sources. In walk mode a path is matched by itself (the walk never enters
+    an excluded folder); in git mode, which lists files only, an excluded folder also leaves
+    out every file below it.
     """
 
-    dirs: _Layered
-    files: _Layered
+    patterns: PatternList
+    sources: tuple[tuple[int, str], ...]  # (index after the source's last line, reason)
     settings: IgnoreSettings
+    mode: Literal["git", "walk"]
 
     @classmethod
     def build(
@@ -228,13 +199,12 @@ class IgnoreRules:
         if global_lines is not None:
             sources.append((global_lines, f"ignored by {settings.global_ignore_file}"))
         sources.append((root_lines, f"ignored by {settings.ignore_file}"))
-        everything = _Layered.build(sources)
-        if mode == "git":
-            return cls(everything, everything, settings)
-        file_sources = [
-            ([ln for ln in lines if not _is_dir_only(ln)], why) for lines, why in sources
-        ]
-        return cls(everything, _Layered.build(file_sources), settings)
+        lines: list[str] = []
+        ends: list[tuple[int, str]] = []
+        for source_lines, why in sources:
+            lines.extend(source_lines)
+            ends.append((len(lines), why))
+        return cls(PatternList.parse(lines), tuple(ends), settings, mode)
 
     def reason(self, rel: str) -> str | None:
         """Why ``rel`` (directories end in "/") is left out by name, or None to keep it."""
@@ -243,9 +213,12 @@ class IgnoreRules:
             secret = secret_reason(rel, self.settings)
             if secret is not None:
                 return secret
-        why = (self.dirs if is_dir else self.files).reason(rel)
-        if why is not None:
-            return why
+        if self.mode == "git":
+            found = self.patterns.excluding(rel)
+        else:
+            found = self.patterns.last_match(rel)
+        if found is not None and not found.is_negated:
+            return next(why for end, why in self.sources if found.line < end)
         if not rel.isascii() and not _is_utf8_name(rel):
             return "file name is not valid UTF-8"
         if not is_dir and extension_of(rel) in self.settings.binary_extensions:
@@ -266,121 +239,14 @@ class IgnoreRules:
         )
 
 
-@dataclass(frozen=True)
-class _GitPattern:
-    regex: re.Pattern[str]
-    is_negated: bool
-    is_dir_only: bool
-
-
-@dataclass(frozen=True)
-class GitignoreFile:
-    """One ``.gitignore`` in folder ``prefix`` ("" or "a/b/"), matched as git matches it.
-
-    Patterns are relative to the file's folder (anchored when they hold a "/"), ``!`` negates,
-    a trailing "/" matches directories only, the last matching line wins. pathspec's
-    ``GitIgnoreSpec`` is not used here: it keeps ``*`` + ``!*/`` ignoring directories and its
-    patterns also match everything below a matched directory, where git (and the walk, which
-    prunes ignored directories) decides each directory once.
-    """
-
-    prefix: str
-    patterns: tuple[_GitPattern, ...]
-
-    @classmethod
-    def parse(cls, prefix: str, lines: list[str]) -> GitignoreFile:
-        """The file's patterns; blank lines and comments are dropped."""
-        parsed = (_parse_gitignore_line(line) for line in lines)
-        return cls(prefix, tuple(p for p in parsed if p is not None))
-
-    def decides(self, rel: str) -> bool | None:
-        """True (ignored), False (re-included by ``!``) or None (no line matches) for ``rel``,
-        relative to the listing root (directories end in "/") and inside this file's folder."""
-        is_dir = rel.endswith("/")
-        sub = rel[len(self.prefix) :].rstrip("/")
-        for pattern in reversed(self.patterns):
-            if (is_dir or not pattern.is_dir_only) and pattern.regex.fullmatch(sub):
-                return not pattern.is_negated
-        return None
-
-
-def gitignore_reason(files: tuple[GitignoreFile, ...], rel: str) -> str | None:
-    """The reason "ignored by a/.gitignore" when the deepest file deciding ``rel`` ignores it."""
+def gitignore_reason(files: tuple[PatternList, ...], rel: str) -> str | None:
+    """The reason "ignored by a/.gitignore" when the deepest ``.gitignore`` deciding ``rel``
+    (each a :class:`~semsearch.files.gitignore.PatternList` based at its folder) ignores it."""
     for gitignore in reversed(files):
         decision = gitignore.decides(rel)
         if decision is not None:
-            return f"ignored by {gitignore.prefix}.gitignore" if decision else None
+            return f"ignored by {gitignore.base}.gitignore" if decision else None
     return None
-
-
-def _parse_gitignore_line(line: str) -> _GitPattern | None:
-    line = line.rstrip("\r\n")
-    while line.endswith(" ") and not line.endswith("\\ "):
-        line = line[:-1]
-    if not line or line.startswith("#"):
-        return None
-    is_negated = line.startswith("!")
-    if is_negated:
-        line = line[1:]
-    is_dir_only = line.endswith("/")
-    line = line.rstrip("/")
-    if not line:
-        return None
-    is_anchored = "/" in line
-    body = _glob_regex(line.lstrip("/"))
-    regex = body if is_anchored else "(?:.*/)?" + body
-    return _GitPattern(re.compile(regex, re.DOTALL), is_negated, is_dir_only)
-
-
-def _glob_regex(glob: str) -> str:
-    """git's wildmatch for one pattern: ``*``/``?`` stop at "/", ``**`` spans folders."""
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        at_start = i == 0 or glob[i - 1] == "/"
-        if at_start and glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif at_start and glob[i:] == "**":
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and (end := _class_end(glob, i)) > 0:
-            out.append(_class_regex(glob[i + 1 : end]))
-            i = end + 1
-        elif glob[i] == "\\" and i + 1 < len(glob):
-            out.append(re.escape(glob[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return "".join(out)
-
-
-def _class_end(glob: str, start: int) -> int:
-    """The index of the "]" closing the class opened at ``start``, or -1."""
-    i = start + 1
-    if i < len(glob) and glob[i] in "!^":
-        i += 1
-    if i < len(glob) and glob[i] == "]":
-        i += 1
-    return glob.find("]", i)
-
-
-def _class_regex(inner: str) -> str:
-    negated = inner[:1] in ("!", "^")
-    body = inner[1:] if negated else inner
-    escaped = "".join("\\" + ch if ch in "\\[]^" else ch for ch in body)
-    return "[" + ("^/" if negated else "") + escaped + "]"
-
-
-def _is_dir_only(line: str) -> bool:
-    return line.rstrip().endswith("/")
 
 
 def _is_utf8_name(name: str) -> bool:
@@ -392,11 +258,8 @@ def _is_utf8_name(name: str) -> bool:
     return True
 
 
-def _secret_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """Match a lower-cased path whose last components match one of ``patterns``."""
-    body = "|".join(_glob_regex(pattern.lower()) for pattern in patterns)
-    return re.compile(f"(?:.*/)?(?:{body})", re.DOTALL)
-
-
-_ANY_SECRET = _secret_regex(SECRET_PATTERNS)
-_SECRET_REGEXES = tuple((pattern, _secret_regex((pattern,))) for pattern in SECRET_PATTERNS)
+# A secret pattern with a "/" names the last path components, hence the leading "**/".
+_SECRETS = PatternList.parse(
+    [pattern if "/" not in pattern else "**/" + pattern for pattern in SECRET_PATTERNS],
+    ignore_case=True,
+)

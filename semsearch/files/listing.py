@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Literal
 
 from semsearch.files.filetype import MINIFIED_SNIFF_BYTES, minified_reason
+from semsearch.files.gitignore import PatternList
 from semsearch.files.ignore import (
     DEFAULT_SETTINGS,
-    GitignoreFile,
     IgnoreRules,
     IgnoreSettings,
     gitignore_reason,
@@ -249,7 +249,7 @@ def _is_venv(folder: Path, rules: IgnoreRules) -> bool:
     return "venv" not in rules.settings.index_kinds and (folder / VENV_MARKER).is_file()
 
 
-Gitignores = tuple[GitignoreFile, ...]
+Gitignores = tuple[PatternList, ...]
 
 
 def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
@@ -285,8 +285,8 @@ def _with_gitignore(root: Path, prefix: str, outer: Gitignores, acc: _Acc) -> Gi
     path = root / prefix / ".gitignore"
     if path.is_symlink() or not path.is_file():
         return outer
-    lines = _read_ignore_file(path, acc)
-    return (*outer, GitignoreFile.parse(prefix, lines)) if lines else outer
+    patterns = PatternList.parse(_read_ignore_file(path, acc), prefix)
+    return (*outer, patterns) if patterns.patterns else outer
 
 
 def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
@@ -381,9 +381,11 @@ def _load_rules(
 
 
 def _read_ignore_file(path: Path, acc: _Acc) -> list[str]:
-    """The lines of an ignore file; [] when absent, [] and a warning when unreadable."""
+    """The lines of an ignore file; [] when absent, [] and a warning when unreadable. As in
+    git, lines end at "\\n" only, a UTF-8 BOM is dropped and other bytes are kept as they are
+    (surrogate escapes), to match file names byte for byte."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return path.read_bytes().decode("utf-8-sig", "surrogateescape").split("\n")
     except FileNotFoundError:
         return []
     except OSError as exc:

@@ -13,18 +13,17 @@ similarity times the priors, not rescaled. The priors and the choice of the top 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pathspec
 
 from semsearch.config import DEFAULT_TOP_K, MODES, RRF_K, Mode
 from semsearch.errors import ModelMismatchError, UsageError
 from semsearch.files.filetype import is_prose
+from semsearch.files.gitignore import PatternList
 from semsearch.model.embedder import Embedder
 from semsearch.search.derived import per_refs
 from semsearch.search.hits import Candidate, Files, Hit, assemble, read_ahead
@@ -95,10 +94,10 @@ def allowed_files(
         chosen = [r for r in chosen if r.folder_path == folder]
     if glob is not None:
         try:
-            spec = pathspec.GitIgnoreSpec.from_lines([glob])
-        except (ValueError, re.error) as exc:
-            raise UsageError(f"Invalid glob {glob!r}: {exc}") from exc
-        chosen = [r for r in chosen if spec.match_file(r.rel)]
+            spec = PatternList.parse([glob], strict=True)
+        except ValueError as exc:
+            raise UsageError(f"Invalid glob {exc}.") from exc
+        chosen = [r for r in chosen if spec.matches(r.rel)]
     return [r.id for r in chosen]
 
 

@@ -21,18 +21,17 @@ from semsearch.errors import ModelError
 
 # The fp32 variant keeps the name and id indexes built before the int8 variant recorded.
 # New indexes get `auto`: int8 on x86-64 CPUs with AVX2 (VNNI ones included), where it indexes
-# 1.5-2x faster within 0.005 of fp32 on SciFact and both code-search sets (bench/RESULTS.md, "Int8
-# model" and "Session 19"), fp32 elsewhere.
+# 1.5-2x faster within 0.005 of fp32 on the quality sets, fp32 elsewhere (bench/RESULTS.md).
 DEFAULT_VARIANT = "auto"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 INT8_MODEL_NAME = "all-MiniLM-L6-v2-dynint8"
 INT8_MODEL_SHA256 = "c3f4d5337556631e9ee2e3d18ebae9b776f8955142ada7d5103c59a8b2117848"
-# The int8 id keeps the checksum of the first int8 file (session 3). The file shipped since
-# session 16 computes the same function with each layer's attention as one MultiHeadAttention
-# node (scripts/quantize_model.py; indexing 1.1-1.35x faster): its vectors differ from the
-# first file's by less than either file's own vectors differ between batch companions (int8
-# scales the activations per batch), so indexes built with either are one vector space.
+# The int8 id keeps the checksum of the first int8 file. The file shipped now computes the same
+# function with each layer's attention as one MultiHeadAttention node (scripts/quantize_model.py):
+# its vectors differ from the first file's by less than either file's own vectors differ between
+# batch companions (int8 scales the activations per batch), so indexes built with either are one
+# vector space.
 INT8_VECTORS_SHA256 = "2d3757f950bbd64846ae9e1c516ab0d8e45330b360bdfe97e1b2d47ac36bf62d"
 # The CPU flag (Linux /proc/cpuinfo) of onnxruntime's slowest int8 kernels that still beat its
 # fp32 ones (u8 x s8 pairs summed in 16 bits; measured on the AVX2 kernels, bench/avx2only.sh).
@@ -201,8 +200,8 @@ def optimised_copy(model_file: Path, create: bool = True) -> Path | None:
     their own beside it, made once in :func:`model_cache_dir`.
 
     onnxruntime maps such a weights file instead of copying it and builds the session without
-    optimising again, so a session of the fp32 build takes ~60 MiB less memory and builds in
-    ~0.04 s instead of ~0.17 s (bench/RESULTS.md). Basic optimisations do not depend on the CPU,
+    optimising again, so a session of the fp32 build takes less memory and builds about four
+    times faster. Basic optimisations do not depend on the CPU,
     so a copy stays valid on another machine. The copy is named after the model file's path,
     size, mtime and the onnxruntime version, so it is made again when any of them changes, and
     the copies made for an older state of the same file are removed, as are copies a killed

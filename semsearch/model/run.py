@@ -3,9 +3,9 @@
 Texts are sorted by length and cut into batches of at most :data:`BATCH_TOKENS` padded tokens.
 Indexing runs those batches on :func:`indexing_workers` threads at once, each a single-threaded
 run of one shared session (onnxruntime's ``InferenceSession.run`` is thread-safe and releases the
-GIL). On 2 cores that measured 1.15-1.3x the tokens/s of one run at a time on 2 intra-op
-threads, whose small per-layer products parallelise poorly, for ~20 MiB more peak RSS than one
-run (bench/RESULTS.md, "Session 17"). A batch's vectors do not depend on which thread ran it.
+GIL): more tokens/s than one run at a time on every core, whose small per-layer products
+parallelise poorly, for a little more memory. A batch's vectors do not depend on which thread ran
+it.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import numpy as np
 from semsearch.config import MODEL_WINDOW
 from semsearch.errors import ModelError
 
-# Padded tokens per model call. One call at a time on 2 cores (requests sdist chunks,
-# length-sorted): 512 → ~12k tokens/s and 285 MiB peak RSS; 8192 → ~8k tokens/s and 1.3 GiB (big
-# batches spill the caches and grow onnxruntime's arena). Two calls at once: 256 and 512 index
-# at the same speed, and 256 keeps fp32's peak RSS at 280-290 MiB where 512 reached 325-335.
-# The int8 build keeps 512 (Variant.batch_tokens): its vectors depend on a call's companions
-# (one activation scale per call), and its benchmarks were measured at 512. bench/RESULTS.md.
+# Padded tokens per model call: big batches spill the caches and grow onnxruntime's arena, and
+# with two calls at once 256 indexes as fast as 512 in less memory. The int8 build keeps 512
+# (Variant.batch_tokens): its vectors depend on a call's companions (one activation scale per
+# call), and its quality was measured at 512.
 BATCH_TOKENS = 256
 MAX_BATCH = 64
 # Runs at once while indexing: one per core, up to this many (each holds its own activations;

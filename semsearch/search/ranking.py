@@ -31,32 +31,29 @@ from itertools import islice
 
 from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
-# Each knob with the reason for its value; bench/RESULTS.md has the measurements behind them.
-# Each arm ranks max(POOL_PER_K x k, POOL_MIN) chunks. 100 came with rrfK 20 (+0.014); with the
-# file coherence (session 10, int8) 70 / 100 / 125 / 150 / 160 / 175 / 200 / 300: 46 repos 0.8889 /
-# 0.8899 / 0.8897 / 0.8921 / 0.8929 / 0.8924 / 0.8920 / 0.8911; 200 has the best 7-repo figure
-# (0.8781) and every-file figure (0.8880), for +0.3 ms of a warm search at 10k chunks.
+# Each knob with the reason for its value; bench/RESULTS.md has the sweeps behind them.
+# Each arm ranks max(POOL_PER_K x k, POOL_MIN) chunks: 200 measured best of 70 to 300 on the code
+# sets, for +0.3 ms of a warm search at 10k chunks.
 POOL_MIN = 200
 POOL_PER_K = 5  # the arm pool per requested hit, so a large k still fuses deep lists
 CANDIDATES = 60  # fused candidates the priors may reorder, at least; 100 measured no better
 CANDIDATES_PER_K = 4  # ... or this many per requested hit when k is large
 DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the definitions arm)
 # The named-files arm (search/named_files.py): the best chunk of each file the query names, in
-# cosine order, fused at this RRF weight; none when more than NAMED_MAX files are named. 0.15 /
-# 0.2 / 0.3 / 0.4 / 0.5 / 1: 46 repos 0.8920 → 0.8936 / 0.8947 / 0.8949 / 0.8947 / 0.8930 / 0.8840.
+# cosine order, fused at this RRF weight (best of 0.15 to 1); none when more than NAMED_MAX files
+# are named (5 and 20 measured the same).
 NAMED_WEIGHT = 0.3
-NAMED_MAX = 10  # 5 / 20: 0.8950 / 0.8947
-DEFINITION_BOOST = 1.3  # a chunk defining a queried symbol; 1.5 before the folder prior
+NAMED_MAX = 10
+DEFINITION_BOOST = 1.3  # a chunk defining a queried symbol
 DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
-# n-th chunk of one file x FILE_DECAY**(n-1); 0.4 before the folder prior, 0.3 before code chunks
-# of 240 tokens (with PATH_WEIGHT 0.9, 0.2 / 0.25 / 0.3: 46 repos 0.8860 / 0.8860 / 0.8855)
+# The n-th chunk of one file x FILE_DECAY**(n-1): the top results spread over files.
 FILE_DECAY = 0.25
 # A file the query names: every word of its stem (`RetryMiddleware.php`, `client/session.py`) is a
 # word of the query ("retry middleware and backoff", "http client session").
-STEM_BOOST = 2.3  # 2.0 before the folder prior (RESULTS.md tuning log)
+STEM_BOOST = 2.3
 STEM_NOTE = "file name in the query"
 STEM_SINGLE_SHARE = 0.5  # the share of the boost a one-word file name gets
-FOLDER_BOOST = 1.2  # 1.15: 0.8626, 1.2: 0.8629, 1.35: 0.8623 over the 46 repos (RESULTS.md)
+FOLDER_BOOST = 1.2  # a folder the query names (1.15 and 1.35 measured no better)
 FOLDER_NOTE = "folder named in the query"
 FOLDER_DEPTH = 3  # the last folders of a path that count
 _GENERIC_FOLDERS_TEXT = (
@@ -124,8 +121,7 @@ _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
         0.7,
     ),
     (
-        # What a file of type declarations declares is defined elsewhere. ×0.8 (0.65 measured
-        # lower): TypeScript 0.728 → 0.740 over the 46 repos (bench/RESULTS.md).
+        # What a file of type declarations declares is defined elsewhere (0.65 measured lower).
         "type declarations",
         re.compile(r"(^|/)(types?|typings)/|\.d\.ts$"),
         frozenset({"type", "types", "typing", "typings", "interface", "interfaces", "declaration"}),
@@ -137,9 +133,8 @@ _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
 # Words that frame a question rather than name what it is about ("how does the router resolve a
 # route", "where is the cache invalidated"): left out of the text the model embeds, so that the
 # query vector is its topic's. Code has no "how does the", and mean pooling gave such words a share
-# of the vector. The BM25 arm leaves out every stop word already. Session 10 (int8): 46 repos
-# 0.8860 → 0.8889, 7-repo 0.8677 → 0.8717, architecture 0.8372 → 0.8430; SciFact hybrid 0.7251 →
-# 0.7250. Also dropping "and" (0.8860) or "for" (0.8873) cost: they join the topic's words.
+# of the vector. The BM25 arm leaves out every stop word already. "and" and "for" stay: they
+# join the topic's words (dropping them cost the code sets).
 _FRAME_WORDS_TEXT = (
     "how what where when why which who does do did is are was were be been can could should "
     "would will the a an of in to"
@@ -150,8 +145,7 @@ _WORD_EDGES = "?.,!:;'\"()"
 
 
 # A query is a question when its first word is one of these; only a question loses its framing
-# words: a statement, such as a SciFact claim, is embedded as typed (code search scores the same
-# 0.8920 either way; SciFact's claims are statements).
+# words: a statement, such as a SciFact claim, is embedded as typed.
 _QUESTION_WORDS = FRAME_WORDS - frozenset(["be", "been", "the", "a", "an", "of", "in", "to"])
 
 
@@ -210,9 +204,7 @@ def stem_words(words: list[str]) -> list[str]:
 # "deserialized"; "formatter", "formatting"; "validator", "validation"; "routes", "route"), longest
 # first ("-ies"/"-ied" become "y": "queries" = "query"), then a doubled last consonant and a final
 # "e"; the stem keeps 4 letters or more (3 for a plural "s": "maps", "keys"). Crude, and only ever
-# compared with words stripped the same way. Session 9 (`-ize`, `-ate`, `-ator` forms, the
-# doubled consonant, 3-letter plurals, `-ies`): 46 repos 0.8801 → 0.8827 (int8), architecture
-# 0.8198 → 0.8279 (bench/RESULTS.md).
+# compared with words stripped the same way.
 _ENDINGS = (
     "izations", "ization", "izing", "izers", "izer", "izes", "ized", "ize", "ations", "ation",
     "ators", "ator", "ates", "ated", "ate", "ings", "ing", "ers", "er", "ies", "ied", "ed", "es",
@@ -364,24 +356,18 @@ def prior_ceiling(rel: str, info: QueryInfo, defines: bool | None = None) -> flo
 
 # The vector arm ranks a chunk by its cosine + FILE_VECTOR_WEIGHT x the mean cosine of its file's
 # best FILE_VECTOR_TOP chunks among the arm's candidates (the chunk's own included): a file whose
-# best chunks all match beats one lone spike among weak chunks. 1.0 / 1.5 / 2.0 / 4.0: 46 repos
-# 0.8663 → 0.8693 / 0.8701 / 0.8700 / 0.8660; SciFact hybrid 0.7206 → 0.7239 (1.0), 0.7234 (2.0).
+# best chunks all match beats one lone spike among weak chunks.
 # FILE_VECTOR_WHOLE: a code file's mean is over FILE_VECTOR_TOP even when fewer of its chunks
 # are candidates (the missing ones count 0), so a file with several matching chunks — the hub
 # file an architecture question is about — beats a small file with one; documents keep the mean
-# of what they have (an abstract is one chunk). 46 repos 0.8701 → 0.8763 (weight 1.5), 0.8766
-# (1.0; 0.8741 at 0.75, 0.8764 at 1.25, 0.8755 at 2.0); SciFact unchanged by it (0.7239 at 1.0).
-# For every file alike it cost SciFact 0.037 (bench/RESULTS.md, tuning log).
+# of what they have (an abstract is one chunk; for every file alike it cost SciFact).
 FILE_VECTOR_WEIGHT = 1.0
 FILE_VECTOR_TOP = 3
 FILE_VECTOR_WHOLE = True
 # The path term: a code file's chunks also gain PATH_WEIGHT x the cosine of the query with the
 # embedding of the file's rel path (`client_ws.py`, `persistence/hf.py`): what the file-name
 # prior does for words the query shares with the path, for meanings ("WebSocket client").
-# 0.25 / 0.5 / 0.75 / 1.0: 46 repos 0.8766 → 0.8812 / 0.8819 / 0.8826 / 0.8821; every file
-# indexed 0.8659 → 0.8798 (documents get no path term: with them 0.8788; SciFact's are `.txt`).
-# With code chunks of 240 (session 9, int8): 0.6 / 0.75 / 0.9 / 1.0 / 1.1 → 0.8839 / 0.8846 /
-# 0.8855 / 0.8848 / 0.8839.
+# Documents get none (with them the code sets scored lower).
 PATH_WEIGHT = 0.9
 
 
@@ -416,19 +402,14 @@ def file_lifted(
 # File coherence, in hybrid mode: after fusion, each file's best chunk gains FILE_COHERENCE x the
 # best fused score x the file's sum of fused scores over the largest file's sum, so the file that
 # many candidates of both arms come from rises — the hub file an architecture question is about
-# (semble's design). The reported score's ceiling counts it (best_prior). Session 10 (int8):
-# 0.1 / 0.15 / 0.2 / 0.25 / 0.3 / 0.4 → 46 repos 0.8884 / 0.8896 / 0.8899 / 0.8894 / 0.8894 /
-# 0.8882 against 0.8889, architecture 0.8430 → 0.8496 at 0.2 (symbol 0.9673 → 0.9646); SciFact
-# hybrid 0.7250 → 0.7276. Over the top 60 candidates only: 0.8889; for every chunk of the file:
-# 0.8876; the share squared / square-rooted: 0.8887 / 0.8896; documents left out: no change.
+# (semble's design). The reported score's ceiling counts it (best_prior).
 FILE_COHERENCE = 0.2
 COHERENCE_NOTE = "file coherence"  # --explain: "file coherence +0.20" (x the best fused score)
 
 
 # A document (prose: Markdown, text, PDF…, see is_prose) counts its best fused score, not the
 # sum: several matching chunks of one document make it long (an abstract in three chunks), not
-# the hub a code file with several is. Session 11: SciFact hybrid fp32 0.7193 → 0.7242, int8
-# 0.7228 → 0.7251 (the sum lifted long abstracts); code search: bench/RESULTS.md, tuning log.
+# the hub a code file with several is (the sum lifted long abstracts on SciFact).
 DOCUMENT_COHERENCE_SUM = False
 
 

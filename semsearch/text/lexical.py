@@ -34,7 +34,7 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 # Go, Rust, Zig, C/C++, Java, C#, Kotlin (`fun`, `object`), Scala (`def`, `trait`, `given`),
 # Swift (`func`, `protocol`, `actor`), Elixir (`defmodule`, `def`, `defmacro`…), Haskell
 # (`data`, `newtype`), Lua (`function`), PHP, Ruby and shell. A Swift `extension` or a Haskell
-# `instance` adds to a type defined elsewhere: not its definition (measured: Swift 0.849 → 0.887).
+# `instance` adds to a type defined elsewhere: not its definition.
 _DEFINERS = (
     r"def|class|function|func|fun|fn|struct|enum|union|trait|interface|type|typealias|impl|"
     r"module|macro|macro_rules!|const|let|var|val|object|record|protocol|actor|"

@@ -6,9 +6,7 @@ sorted. A query of several alternatives is therefore asked first without them wh
 can fill the rows asked for; when they do not (the rest would be the rows only the common words
 match, in the order those words give them) the whole query is asked. The order differs from the
 whole query's only where rows tie on the other words (the common words' 1e-6 shares no longer
-break the tie). Warm hybrid search, p50: the 10k-chunk synthetic index of bench/latency.py
-14.3 → 12.1 ms, curl's real index 19.2 → 16.2 ms; no change beyond noise on the other real
-indexes, where such words are rare in queries (bench/RESULTS.md).
+break the tie). It saves a sixth of a warm hybrid search where queries hold such words.
 
 How many rows a word matches is asked of FTS5 itself (its tokenizer and stemmer decide what the
 word is), counted up to half the table, and kept until the index changes.

@@ -5,8 +5,8 @@ The MCP server (before ``search`` and ``gather``) and ``semsearch index --watch`
 every folder and compares each file's mtime and size with the index. The check is skipped when,
 since the last one that found no work, nothing it depends on can have changed:
 
-- the inotify watcher (:mod:`semsearch.files.watcher`) saw no event under the folders, and can be
-  relied on (Linux, local file systems, enough watches, no queue overflow);
+- the watcher (:mod:`semsearch.files.watcher`) saw no change under the folders, and can be relied on
+  (local file systems, enough watches);
 - the folders, the ignore settings and the index (its write counter) are the same, and each
   folder is still the same directory with the same ``.git`` entries at and above it;
 - the files the listing reads from outside the watched trees have the same stat: the global
@@ -18,7 +18,9 @@ since the last one that found no work, nothing it depends on can have changed:
   mounted inside a folder, a global git config edit).
 
 Otherwise :meth:`ChangeMonitor.begin` returns a :class:`Check` and the caller runs the full
-check; :meth:`ChangeMonitor.confirm` records it when it found nothing to do.
+check; :meth:`ChangeMonitor.confirm` records it when it found nothing to do. A change reaches the
+watcher 50 to 100 ms after it is made: a call sooner than that may not see it yet, the next one
+does.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ class ChangeMonitor:
             self._verified = check
 
     def close(self) -> None:
-        """Stop the watcher (its thread and inotify descriptor)."""
+        """Stop the watcher (its thread and watches)."""
         if self._watcher is not None:
             self._watcher.close()
         self._watcher, self._key, self._verified = None, (), None
@@ -116,10 +118,8 @@ class ChangeMonitor:
         layout changed, or when the one running went stale."""
         key = (tuple(roots), ignore, _layout(roots))
         watcher = self._watcher
-        if watcher is not None and key == self._key:
-            watcher.is_dirty()  # reads the queued events: one may make it stale
-            if not watcher.is_stale:
-                return watcher
+        if watcher is not None and key == self._key and not watcher.is_stale:
+            return watcher
         self.close()
         watcher = DirectoryWatcher(roots, self._max_watches)
         self._watcher, self._key = watcher, key

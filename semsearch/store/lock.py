@@ -1,20 +1,27 @@
 """The advisory writer lock beside an index: one index run (or removal) writes at a time.
 
-The lock file `<index>.lock` holds ``PID START_TIME`` (a Unix time) of the process holding it,
-so a second run can say whom it waits for. Every write happens under the lock, so a write that
-fails for want of space or access (LanceDB's errors, untyped) is translated here.
+The lock is the operating system's lock on the file `<index>.lock` (``flock``, or ``LockFileEx``
+on Windows, both through filelock), so it ends with the process holding it, even one killed.
+Where there is no such lock (``ENOSYS``), filelock's soft lock `<index>.lock.soft` stands in: a
+marker file that filelock takes over once the process that made it is gone.
+
+The lock file holds ``PID START_TIME`` (a Unix time) of the process holding it, so a second run
+can say whom it waits for. A space comes first: on Windows the lock covers the first byte, which
+other processes cannot read. Every write happens under the lock, so a write that fails for want
+of space or access (LanceDB's errors, untyped) is translated here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import filelock
 
 from semsearch.errors import DiskFullError, LockedError, ReadOnlyError, StoreError
 
@@ -58,7 +65,13 @@ def disk_full_message(index_path: Path) -> str:
 def read_holder(lock_path: Path) -> LockHolder:
     """Who holds the lock, from the lock file's ``PID START_TIME``."""
     try:
-        pid, started = lock_path.read_text(encoding="ascii").split()
+        with lock_path.open("rb") as handle:
+            try:
+                record = handle.read()
+            except OSError:  # Windows: the holder's lock covers the first byte
+                handle.seek(1)
+                record = handle.read()
+        pid, started = record.decode("ascii").split()
         return LockHolder(int(pid), float(started))
     except (OSError, ValueError, UnicodeDecodeError):
         return LockHolder(None, None)
@@ -82,17 +95,19 @@ def write_lock(
     lock_path = index_path.with_name(index_path.name + ".lock")
     try:
         index_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
     except OSError as exc:
         raise StoreError(
             f"Cannot create index {index_path}: {exc.strerror}. "
             "Choose a writable place with `--index PATH`."
         ) from exc
+    lock = _Lock(fd, lock_path)
     try:
-        _acquire(fd, index_path, lock_path, wait_seconds, on_wait)
+        _acquire(lock, index_path, lock_path, wait_seconds, on_wait)
         with contextlib.suppress(OSError):  # who holds it is a courtesy to waiters
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} {time.time():.3f}\n".encode("ascii"), 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f" {os.getpid()} {time.time():.3f}\n".encode("ascii"))
         try:
             yield
         except (OSError, RuntimeError) as exc:  # LanceDB reports a full disk as these
@@ -101,7 +116,10 @@ def write_lock(
                 raise
             raise medium from exc
     finally:
-        os.close(fd)
+        try:
+            lock.release()
+        finally:
+            os.close(fd)  # which ends the operating system's lock
 
 
 def _medium_error(index_path: Path, exc: Exception) -> StoreError | None:
@@ -114,8 +132,38 @@ def _medium_error(index_path: Path, exc: Exception) -> StoreError | None:
     return None
 
 
+class _Lock:
+    """The operating system's lock on the lock file's descriptor, or the soft lock beside it
+    where there is none (see the module)."""
+
+    def __init__(self, fd: int, lock_path: Path) -> None:
+        self._fd = fd
+        self._soft_path = lock_path.with_name(lock_path.name + ".soft")
+        self._soft: filelock.BaseFileLock | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; False when another process holds it."""
+        if self._soft is None:
+            try:
+                return filelock.lock_descriptor(self._fd, blocking=False)
+            except OSError as exc:
+                if exc.errno != errno.ENOSYS:
+                    raise
+                self._soft = filelock.SoftFileLock(self._soft_path)
+        try:
+            self._soft.acquire(blocking=False)
+        except filelock.Timeout:
+            return False
+        return True
+
+    def release(self) -> None:
+        """Give back the soft lock (the operating system's goes with the descriptor)."""
+        if self._soft is not None and self._soft.is_locked:
+            self._soft.release()
+
+
 def _acquire(
-    fd: int,
+    lock: _Lock,
     index_path: Path,
     lock_path: Path,
     wait_seconds: float,
@@ -125,16 +173,20 @@ def _acquire(
     told = False
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            holder = read_holder(lock_path)
-            if time.monotonic() >= deadline:
-                raise LockedError(
-                    f"Another `semsearch index` is writing {index_path} ({holder.describe()}). "
-                    "Wait for it to finish, then run this again."
-                ) from None
-            if on_wait is not None and not told:
-                on_wait(holder)
-                told = True
-            time.sleep(0.2)
+            if lock.try_acquire():
+                return
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot lock index {index_path}: {exc.strerror or exc}. "
+                "Put the index on a local disk with `--index PATH`."
+            ) from exc
+        holder = read_holder(lock_path)
+        if time.monotonic() >= deadline:
+            raise LockedError(
+                f"Another `semsearch index` is writing {index_path} ({holder.describe()}). "
+                "Wait for it to finish, then run this again."
+            )
+        if on_wait is not None and not told:
+            on_wait(holder)
+            told = True
+        time.sleep(0.2)

@@ -870,6 +870,7 @@ def test_search_and_gather_bring_the_index_up_to_date_first(world: dict[str, Pat
                 break
             time.sleep(0.5)
         (notes / "narwhal.md").write_text("A narwhal tusk is a long spiral tooth.\n")
+        time.sleep(1.0)  # the watcher hears of a change 50 to 100 ms after it
         with write_lock(home / ".local" / "share" / "semsearch" / "index.db", 0):  # a CLI run
             result = session.call("search", {"query": "narwhal tusk spiral tooth"})
         assert result.structured_content is not None and result.structured_content["indexing"]

@@ -111,8 +111,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 
 
 def library_tokenizer(path: Path) -> Tokenizer:
-    """The ``tokenizers`` library's reading of a tokenizer.json (a dev dependency: the reference
-    semsearch.model.wordpiece is compared with), truncation and padding off as semsearch uses it."""
+    """The ``tokenizers`` library's reading of a tokenizer.json, truncation and padding off as
+    semsearch uses it."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(path))

@@ -274,21 +274,6 @@ def test_corrupt_model_is_a_clear_error(tmp_path: Path) -> None:
         broken.embed(["hello"])
 
 
-def test_the_model_runs_without_the_tokenizers_package() -> None:
-    # A BERT tokenizer.json is read by semsearch.model.wordpiece: `tokenizers` is a dev dependency
-    script = (
-        "import sys\n"
-        "sys.modules['tokenizers'] = None  # any import of it fails\n"
-        "from semsearch.model.embedder import OnnxEmbedder\n"
-        "embedder = OnnxEmbedder(variant='fp32')\n"
-        "print(embedder.embed(['retry a failed payment']).shape, embedder.token_spans('a,b'))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.split() == ["(1,", "384)", "[(0,", "1),", "(1,", "2),", "(2,", "3)]"]
-
-
 BPE_TOKENIZER = {
     "version": "1.0",
     "truncation": None,
@@ -312,28 +297,63 @@ BPE_TOKENIZER = {
 }
 
 
-def test_another_kind_of_tokenizer_needs_the_tokenizers_package(tmp_path: Path) -> None:
+def test_a_model_folder_may_bring_another_kind_of_tokenizer(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"never run here")
+    (tmp_path / "tokenizer.json").write_text(json.dumps(BPE_TOKENIZER))
+    assert load_tokenizer(tmp_path / "tokenizer.json").encode("ab ba").ids == [3, 2, 1]
+    assert OnnxEmbedder(tmp_path).token_spans("ab ba") == [(0, 2), (3, 4), (4, 5)]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "key must be a string"),
+        (b"\xff\xfe\x00binary", "valid UTF-8"),
+        (None, "No such file"),
+    ],
+)
+def test_a_bad_tokenizer_file_is_a_clear_error(
+    tmp_path: Path, content: bytes | None, message: str
+) -> None:
     path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(BPE_TOKENIZER))
-    assert load_tokenizer(path).encode("ab ba", add_special_tokens=False).ids == [3, 2, 1]
-    script = (
-        "import sys; from pathlib import Path\n"
-        "sys.modules['tokenizers'] = None\n"
-        "from semsearch.model.embedder import load_tokenizer\n"
-        "from semsearch.errors import ModelError\n"
-        "try:\n"
-        f"    load_tokenizer(Path({str(path)!r}))\n"
-        "except ModelError as exc:\n"
-        "    print(exc)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout
-    assert "Unsupported tokenizer" in out and "normalizer is None, not 'BertNormalizer'" in out
-    assert "Other tokenizers need the `tokenizers` package: `pip install tokenizers`" in out
-    path.write_text("{not json")
-    with pytest.raises(ModelError, match=r"is not a valid tokenizer\.json"):
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ModelError, match=f"Cannot load tokenizer {path}: .*{message}"):
         load_tokenizer(path)
+
+
+def test_the_tokenizer_neither_truncates_nor_pads() -> None:
+    """The packaged file truncates and pads to 128 tokens; chunking needs every token, and the
+    embedder clips to the model window itself."""
+    settings = json.loads(packaged_tokenizer().read_text(encoding="utf-8"))
+    assert settings["truncation"]["max_length"] == settings["padding"]["strategy"]["Fixed"] == 128
+    tokenizer = load_tokenizer(packaged_tokenizer())
+    assert len(tokenizer.encode("word " * 600).ids) == 602
+    assert [len(e.ids) for e in tokenizer.encode_batch(["a", "a b c"])] == [3, 5]
+
+
+def test_special_tokens_wrap_the_text() -> None:
+    tokenizer = load_tokenizer(packaged_tokenizer())
+    plain = tokenizer.encode("hello world", add_special_tokens=False)
+    wrapped = tokenizer.encode("hello world")
+    assert wrapped.ids == [101, *plain.ids, 102]  # [CLS] ... [SEP]
+    assert wrapped.offsets == [(0, 0), *plain.offsets, (0, 0)]
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("café cafe\u0301 naïve", ["café", "cafe", "naïve"]),  # accents stripped
+        ("nul\x00here", ["nu", "l", "her", "e"]),  # a control character removed
+        ("İstanbul Straße", ["İstanbul", "St", "raße"]),  # İ lowercases to two characters
+        ("😀 emoji🙂inside", ["😀", "emoji🙂inside"]),  # unknown words, astral characters
+        ("a [SEP] b[CLS]c", ["a", "[SEP]", "b", "[CLS]", "c"]),  # special tokens in the text
+        ("x" * 120, ["x" * 120]),  # a word over 100 characters is one unknown token
+    ],
+)
+def test_token_spans_are_slices_of_the_original_text(text: str, pieces: list[str]) -> None:
+    spans = OnnxEmbedder(variant="fp32").token_spans(text)
+    assert [text[start:end] for start, end in spans] == pieces
 
 
 def test_hash_embedder_is_deterministic() -> None:

@@ -40,9 +40,10 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from semsearch.errors import ModelError
 from semsearch.model.builds import (
@@ -71,7 +72,6 @@ from semsearch.model.run import (
     model_inputs,
     pool_and_normalise,
 )
-from semsearch.model.wordpiece import Encoding, UnsupportedTokenizer, WordPiece
 
 # Intra-op threads of a model run (but a one-shot query's). A warm query runs beside the BM25
 # arm on the other core (10k-chunk hybrid p50 5.3 ms with 2 threads, 4.8 ms with 1), and
@@ -136,48 +136,19 @@ def _find_model_file(model_dir: Path) -> Path:
     )
 
 
-class Tokenizer(Protocol):
-    """What the embedder needs of a tokenizer: ids and character offsets (no truncation or
-    padding). :class:`~semsearch.model.wordpiece.WordPiece` for BERT tokenizers, else the
-    ``tokenizers`` package's ``Tokenizer`` when it is installed."""
-
-    def encode(self, text: str, add_special_tokens: bool = True) -> Encoding:
-        """One text's ids and offsets."""
-        ...
-
-    def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[Encoding]:
-        """Several texts' ids and offsets, in order."""
-        ...
-
-
 def load_tokenizer(path: Path) -> Tokenizer:
     """Load a tokenizer.json, with truncation and padding off (callers set their own).
 
-    A BERT WordPiece tokenizer (the packaged one, and most sentence-embedding models') is read
-    by :mod:`semsearch.model.wordpiece`, without the ``tokenizers`` package; another kind (BPE,
-    Unigram…) of a model given by ``SS_MODEL_DIR`` needs that package.
+    The packaged file sets both to 128 tokens; chunking needs every token's span, and the
+    embedder clips to the model window itself, keeping the final [SEP].
     """
     try:
-        return WordPiece.from_file(path)
-    except OSError as exc:
-        raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
-    except UnsupportedTokenizer as exc:
-        refused = exc
-    except ValueError as exc:  # not JSON, or not UTF-8
-        raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
-    try:
-        from tokenizers import Tokenizer as Library
-    except ImportError:
-        raise ModelError(
-            f"{refused} Other tokenizers need the `tokenizers` package: `pip install tokenizers`."
-        ) from refused
-    try:
-        tokenizer = Library.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # tokenizers raises a bare Exception on bad files
         raise ModelError(f"Cannot load tokenizer {path}: {exc}") from exc
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    return cast(Tokenizer, tokenizer)
+    return tokenizer
 
 
 def _session(model_file: Path, threads: int, level: str = "basic") -> Any:

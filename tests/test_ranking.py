@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,22 @@ def test_the_definition_beats_the_module_that_reexports_it(
     hits = hash_index.search("connection pool timeout", k=2)
     assert [h.rel for h in hits] == ["pkg/connections.py", "pkg/__init__.py"]
     assert "imports and re-exports x0.7" in hits[1].priors
+
+
+@pytest.mark.parametrize(
+    ("rel", "rels", "is_lowered"),
+    [
+        ("httpx/_client.py", ["httpx/__init__.py", "httpx/_client.py", "httpx/_api.py"], False),
+        ("pkg/_utils.py", ["pkg/_utils.py", "pkg/api.py"], True),
+        ("pkg/_internal/core.py", ["pkg/_internal/core.py", "pkg/fields.py"], True),
+        ("pkg/_internal/core.py", ["pkg/_internal/core.py", "pkg/__init__.py"], False),
+        ("pkg/_internal/core.py", ["pkg/_internal/core.py", "pkg/models/base.py"], True),
+        ("_tools/build.py", ["_tools/build.py", "setup.py"], True),
+    ],
+)
+def test_the_private_prior_needs_a_public_module_beside(
+    rel: str, rels: list[str], is_lowered: bool
+) -> None:
+    info = replace(ranking.query_info("parse"), public_folders=ranking.public_python_folders(rels))
+    priors = [name for name, _ in ranking.path_priors(rel, info)]
+    assert ("private file" in priors) is is_lowered

@@ -230,6 +230,26 @@ def test_damaged_path_vectors_count_as_none(tmp_path: Path, settings: Settings) 
     assert hits["gamma.py"].path_cosine > 0
 
 
+def test_a_package_whose_modules_are_all_private_keeps_its_rank(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    """httpx's shape: the implementation is `_client.py`, `_models.py`…, with no public module
+    beside them; the private prior would push the whole implementation below its tests."""
+    text = "redirects are followed up to max_redirects times\n"
+    root = write_tree(
+        tmp_path / "proj",
+        {
+            "httpx/__init__.py": "from ._client import Client\n",
+            "httpx/_client.py": text,
+            "httpx/_models.py": "a request and a response\n",
+            "docs/redirects.md": text,
+        },
+    )
+    hash_index.update([root])
+    hits = {hit.rel: hit for hit in hash_index.search("how are redirects followed", k=3)}
+    assert hits["httpx/_client.py"].priors == ()  # "private file x0.7" before
+
+
 def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Index) -> None:
     text = "validators run before the model is built\n"
     root = write_tree(tmp_path / "pkg", {"pkg/_internal/_core.py": text, "pkg/validators.py": text})

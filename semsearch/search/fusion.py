@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from semsearch.search.ranking import (
     embedding_text,
     file_coherence,
     file_lifted,
+    public_python_folders,
     query_info,
 )
 from semsearch.store import FileRef, Store, model_mismatch_message
@@ -126,7 +127,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     if allowed is not None and not allowed:
         return []
     pool = max(options.k * POOL_PER_K, POOL_MIN)
-    info = query_info(query)
+    info = replace(query_info(query), public_folders=per_refs(refs, _public_folders))
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
@@ -278,3 +279,8 @@ def _file_lifted(
             path_cosine = dict(zip(found, cosines.tolist(), strict=True))
     lifted = file_lifted(nearest, file_of, code if FILE_VECTOR_WHOLE else (), path_cosine)
     return lifted, path_cosine, file_of
+
+
+def _public_folders(refs: dict[int, FileRef]) -> frozenset[str]:
+    """The folders of ``refs`` with a public Python module (made once per refs dict)."""
+    return public_python_folders(ref.rel for ref in refs.values())

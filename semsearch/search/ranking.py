@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from itertools import islice
 
@@ -65,6 +65,8 @@ _GENERIC_FOLDERS = frozenset(_GENERIC_FOLDERS_TEXT.split())
 _GENERIC_STEMS_TEXT = "index mod init __init__ main lib core utils util types base common helpers"
 _GENERIC_STEMS = frozenset(_GENERIC_STEMS_TEXT.split())
 _GENERIC_PARTS = frozenset(["util", "help", "impl", "base", "common", "default", "abstract"])
+
+_PRIVATE_PART = re.compile(r"_[a-z]", re.IGNORECASE)  # a path part the "private" kind matches
 
 # A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
 # "." or "::" inside it (or when the query is that one word).
@@ -162,12 +164,14 @@ def embedding_text(query: str) -> str:
 
 @dataclass(frozen=True)
 class QueryInfo:
-    """What the priors need to know about a query."""
+    """What the priors need to know: the query's words and names, and where the index has
+    public Python modules (:func:`public_python_folders`; None: everywhere)."""
 
     words: frozenset[str]
     terms: frozenset[str]  # words and identifier parts, stop words too, singular (stem_words)
     names: tuple[str, ...]
     qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
+    public_folders: frozenset[str] | None = None
 
 
 def query_info(query: str) -> QueryInfo:
@@ -338,10 +342,40 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
     if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
         priors.append((FOLDER_NOTE, FOLDER_BOOST))
     for label, lifted_by, factor in _path_kinds(rel):
+        if label == "private" and not _is_private_beside_public(rel, info.public_folders):
+            continue
         if not info.words & lifted_by:
             priors.append((f"{label} file", factor))
             break
     return priors
+
+
+def public_python_folders(rels: Iterable[str]) -> frozenset[str]:
+    """The folders ("" for the root, "a/b") holding a public Python module or a public folder of
+    Python modules: an entry whose name does not start with "_"."""
+    found: set[str] = set()
+    for rel in rels:
+        if rel.endswith(".py"):
+            parts = rel.split("/")
+            for depth, part in enumerate(parts):
+                if not part.startswith("_"):
+                    found.add("/".join(parts[:depth]))
+    return frozenset(found)
+
+
+def _is_private_beside_public(rel: str, public_folders: frozenset[str] | None) -> bool:
+    """Whether the private module or folder of ``rel`` (``_utils.py``, ``_internal/``) sits
+    beside a public one: only then is it an implementation detail of a public API. A package
+    whose modules are all private (httpx's ``_client.py``, ``_models.py``…) is its own
+    implementation, not a detail of it."""
+    if public_folders is None:
+        return True
+    parts = rel.split("/")
+    for depth, part in enumerate(parts):
+        is_last = depth == len(parts) - 1
+        if _PRIVATE_PART.match(part) and (not is_last or part.endswith(".py")):
+            return "/".join(parts[:depth]) in public_folders
+    return True
 
 
 def prior_ceiling(rel: str, info: QueryInfo, defines: bool | None = None) -> float:

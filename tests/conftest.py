@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-from collections.abc import Iterator
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,3 +125,84 @@ def library_tokenizer(path: Path) -> Tokenizer:
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
+
+
+# Permission errors as a user meets them, even when the tests run as root (CI does): root reads a
+# mode-000 folder, but uid 1000 of a new user namespace has no capability over the machine's
+# files, so their modes bind it. The files keep their owner (root outside is uid 1000 inside).
+AS_USER = ("unshare", "--user", "--map-user=1000", "--map-group=1000", "--")
+
+
+@functools.cache
+def _user_namespace_problem() -> str | None:
+    """Why ``AS_USER`` cannot run a command for which a mode-000 folder is unreadable, or None."""
+    if shutil.which(AS_USER[0]) is None:
+        return "`unshare` is not installed (Debian: util-linux)"
+    with tempfile.TemporaryDirectory() as base:
+        locked = Path(base, "locked")
+        locked.mkdir(mode=0)
+        probe = [*AS_USER, sys.executable, "-c", "import os, sys; os.listdir(sys.argv[1])"]
+        result = subprocess.run([*probe, str(locked)], capture_output=True, text=True, check=False)
+        locked.chmod(0o700)
+    if "PermissionError" in result.stderr:
+        return None
+    if result.returncode == 0:
+        return "a mode-000 folder is still readable in the user namespace"
+    return f"cannot make a user namespace: {result.stderr.strip()}"
+
+
+def as_user(argv: Sequence[str]) -> list[str]:
+    """``argv`` to run as an ordinary user (uid 1000 in a new user namespace): file modes bind
+    it as they bind a user, even when the tests run as root. Fails the test, never skips it,
+    when this machine cannot do that (CI must run every permission test)."""
+    problem = _user_namespace_problem()
+    if problem is not None:
+        pytest.fail(f"permission tests run as an ordinary user with {' '.join(AS_USER)}: {problem}")
+    return [*AS_USER, *argv]
+
+
+def run_as_user(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as an ordinary user (see :func:`as_user`) with this test's environment
+    (HOME, XDG dirs, SS_MODEL_CACHE) unless ``env`` is given, and this checkout importable."""
+    chosen = dict(os.environ if env is None else env)
+    chosen["PYTHONPATH"] = os.pathsep.join(sys.path)
+    return subprocess.run(
+        as_user(argv), capture_output=True, text=True, env=chosen, timeout=timeout, check=False
+    )
+
+
+def semsearch_as_user(
+    *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m semsearch ARGS`` as an ordinary user (see :func:`run_as_user`)."""
+    return run_as_user([sys.executable, "-m", "semsearch", *args], env)
+
+
+@pytest.fixture
+def set_mode() -> Iterator[Callable[[Path, int], Path]]:
+    """``set_mode(path, 0)``: give a file or folder a mode for this test; the old mode comes back
+    after it, so the test's folders can be removed."""
+    changed: list[tuple[Path, int]] = []
+
+    def chmod(path: Path, mode: int) -> Path:
+        changed.append((path, stat.S_IMODE(path.stat().st_mode)))
+        path.chmod(mode)
+        return path
+
+    yield chmod
+    for path, mode in reversed(changed):
+        path.chmod(mode)
+
+
+def make_immutable(path: Path) -> None:
+    """``chattr +i path``: unwritable even for root (undo with ``chattr -i``). Needs root: an
+    ordinary user's run skips; a root run (CI) that cannot do it fails, never skips."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a file immutable (chattr +i)")
+    result = subprocess.run(
+        ["chattr", "+i", str(path)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        pytest.fail(f"chattr +i {path} failed: {result.stderr.strip()}")

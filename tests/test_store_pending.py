@@ -6,7 +6,6 @@ Tests taking the ``store`` fixture run against both backends.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from semsearch.store import FileWrite, Store, text_hash
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import FTS_SQL, SCHEMA_VERSION, TABLES_SQL, connect
 from semsearch.store.sqlite.store import SqliteStore
+from tests.conftest import make_immutable
 from tests.test_store import (
     CountingSource,
     assert_same_ranking,
@@ -113,8 +113,7 @@ def test_a_read_only_index_that_needs_an_upgrade_is_refused_in_one_line(tmp_path
     old = connect(path)
     old.executescript(TABLES_SQL + FTS_SQL + OLD_V2_ROWS + "PRAGMA user_version = 2;")
     old.close()
-    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], check=False).returncode:
-        pytest.skip("needs root and chattr to make a file unwritable for root")
+    make_immutable(path)
     try:
         with pytest.raises(ReadOnlyError) as caught:
             SqliteStore(path)
@@ -133,8 +132,7 @@ def test_a_read_only_version_3_index_is_searched_without_path_vectors(tmp_path: 
         "UPDATE meta SET value = '3' WHERE key = 'schema_version';"
     )
     old.close()
-    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], check=False).returncode:
-        pytest.skip("needs root and chattr to make a file unwritable for root")
+    make_immutable(path)
     try:
         read_only = SqliteStore(path)  # cannot be upgraded, and is not refused
         ids = list(read_only.file_refs())

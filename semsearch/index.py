@@ -605,7 +605,7 @@ class Index:
         differs = sum(
             1 for e in listing.files if (s := states.get(e.rel)) is None or not is_same(s, e)
         )
-        gone = sum(1 for rel in states if rel not in listed)
+        gone = sum(1 for rel in states if rel not in listed and not listing.is_unreadable(rel))
         kept = [s.status for rel, s in states.items() if rel in listed]
         skipped = len(listing.skipped) + sum(1 for s in kept if s not in ("ok", "error"))
         errors = len(listing.errors) + kept.count("error")

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from semsearch.indexing.pipeline import FileEvent
 from semsearch.model.embedder import HashEmbedder
 from semsearch.search import ranking
 from semsearch.store import ChunkRecord, FileWrite, open_store
-from tests.conftest import write_tree
+from tests.conftest import semsearch_as_user, write_tree
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -178,6 +179,45 @@ def test_index_exits_1_when_a_folder_is_missing(
     assert code == 1
     assert f"error: {gone}: folder not found" in err
     assert "1 indexed" in out
+
+
+def unreadable_warning(folder: Path) -> str:
+    return (
+        f"  warning: {folder}: cannot read this folder (permission denied); skipped "
+        "(list it in .indexignore to skip it quietly)"
+    )
+
+
+def test_an_unreadable_folder_is_skipped_with_one_warning_and_the_rest_indexed(
+    tmp_path: Path, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """Issue 34.1: a mode-000 folder made `index` and `index --dry-run` end in a traceback.
+    Run as an ordinary user: root reads any folder."""
+    project = write_tree(
+        tmp_path / "project",
+        {"ok.md": "Harbour pilots\n", "locked/x.md": "lighthouse\n", "z/last.md": "tides\n"},
+    )
+    assert semsearch_as_user("index", str(project)).returncode == 0
+    set_mode(project / "locked", 0)
+    warning = unreadable_warning(project / "locked")
+    dry = semsearch_as_user("index", "--dry-run", str(project))
+    assert (dry.returncode, dry.stderr) == (0, "")
+    assert "     skipped  locked/  (permission denied)\n" in dry.stdout
+    assert dry.stdout.endswith(
+        f"{warning}\n  2 files, 21 bytes would be indexed; 1 skipped; 0 errors\n"
+    )
+    ran = semsearch_as_user("index", str(project))
+    assert (ran.returncode, ran.stderr) == (0, warning + "\n")
+    # What the folder held is kept: it is unknown now, not gone.
+    assert "  2 files (0 indexed, 2 unchanged)  1 skipped  0 errors  0 deleted" in ran.stdout
+    ran = semsearch_as_user("index", "--json", str(project))
+    assert ran.returncode == 0
+    report = json.loads(ran.stdout)
+    assert (report["filesSkipped"], report["errors"], report["filesDeleted"]) == (1, 0, 0)
+    assert report["folders"][0]["warnings"] == [warning.removeprefix("  warning: ")]
+    status = semsearch_as_user("status")
+    assert "      3 files  1 skipped  0 errors  " in status.stdout
+    assert status.stdout.endswith(" 0 changed since\n")
 
 
 LAZY = """

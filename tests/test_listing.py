@@ -6,13 +6,17 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from semsearch.cli.commands import main
 from semsearch.files.ignore import IgnoreSettings
 from semsearch.files.listing import FileEntry, Listing, Skip, list_files
+from tests.conftest import run_as_user
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 is_root = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -276,16 +280,121 @@ def test_fifo_is_never_listed(folder: Path, use_git: bool) -> None:
         assert listing.skipped == (Skip("pipe.txt", "not a regular file"),)
 
 
-@pytest.mark.skipif(is_root, reason="root can read a chmod 000 directory")
-def test_unreadable_subdirectory_is_recorded_and_rest_listed(folder: Path) -> None:
-    make_tree(folder, {"ok.md": "o", "locked/x.md": "x", "z/last.md": "l"})
-    (folder / "locked").chmod(0)
-    try:
-        listing = list_files(folder)
-    finally:
-        (folder / "locked").chmod(0o755)
-    assert rels(listing) == ["ok.md", "z/last.md"]
-    assert listing.errors == (Skip("locked/", "permission denied"),)
+LIST_AS_JSON = """
+import json, sys
+from pathlib import Path
+from semsearch.files.listing import list_files
+listing = list_files(Path(sys.argv[1]))
+print(json.dumps({
+    "mode": listing.mode,
+    "files": [entry.rel for entry in listing.files],
+    "skipped": [[skip.rel, skip.reason] for skip in listing.skipped],
+    "errors": [[skip.rel, skip.reason] for skip in listing.errors],
+    "warnings": list(listing.warnings),
+    "unreadable": list(listing.unreadable),
+}))
+"""
+
+
+def listing_as_user(root: Path) -> dict[str, Any]:
+    """:func:`list_files` of ``root`` as an ordinary user sees it (see ``conftest.as_user``)."""
+    result = run_as_user([sys.executable, "-c", LIST_AS_JSON, str(root)])
+    assert result.returncode == 0, result.stderr
+    listed: dict[str, Any] = json.loads(result.stdout)
+    return listed
+
+
+def unreadable_warning(path: Path) -> str:
+    return (
+        f"{path}: cannot read this folder (permission denied); skipped "
+        "(list it in .indexignore to skip it quietly)"
+    )
+
+
+# 000: nothing; 0o500 minus read: it cannot be listed; read without search: what it lists
+# cannot be looked at (stat fails), so it is unreadable too.
+LOCKED_MODES = [0o000, 0o100, 0o400]
+
+
+@pytest.mark.parametrize("mode", LOCKED_MODES, ids=oct)
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_an_unreadable_folder_is_skipped_with_one_warning(
+    folder: Path, use_git: bool, mode: int, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """Issue 34.1: a mode-000 folder ended the walk in a PermissionError (the pyvenv.cfg
+    check); in git mode its tracked files failed one by one and its untracked ones went unsaid."""
+    tree = {"ok.md": "o", "locked/x.md": "x", "locked/deep/y.md": "y", "z/last.md": "l"}
+    if use_git:
+        make_repo(folder, tree, {"locked/untracked.md": "u"})
+    else:
+        make_tree(folder, tree)
+    set_mode(folder / "locked", mode)
+    listed = listing_as_user(folder)
+    assert listed == {
+        "mode": "git" if use_git else "walk",
+        "files": ["ok.md", "z/last.md"],
+        "skipped": [["locked/", "permission denied"]],
+        "errors": [],
+        "warnings": [unreadable_warning(folder / "locked")],
+        "unreadable": ["locked/"],
+    }
+
+
+@needs_git
+def test_a_folder_with_only_untracked_files_that_git_cannot_open_is_named(
+    folder: Path, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """git lists the rest and only warns on its stderr; the listing of a subfolder of the work
+    tree names the folder relative to that subfolder."""
+    make_repo(folder, {"sub/a.md": "a"}, {"sub/new/n.md": "n", "sub/new/more/m.md": "m"})
+    set_mode(folder / "sub" / "new", 0)
+    for root, rel in ((folder, "sub/new/"), (folder / "sub", "new/")):
+        listed = listing_as_user(root)
+        assert listed["files"] == [rel.removesuffix("new/") + "a.md"]
+        assert (listed["skipped"], listed["unreadable"]) == ([[rel, "permission denied"]], [rel])
+        assert listed["warnings"] == [unreadable_warning(folder / "sub" / "new")]
+
+
+@needs_git
+def test_a_tracked_file_in_an_ignored_unreadable_folder_names_the_folder(
+    folder: Path, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """git does not open an ignored folder, so it says nothing of it; its committed file cannot
+    be looked at, and the folder that blocks it is named once."""
+    make_repo(folder, {"a.md": "a", ".gitignore": "build/\n"}, {})
+    make_tree(folder, {"build/out/one.md": "1", "build/out/two.md": "2"})
+    git(folder, "add", "-f", "build")
+    git(folder, "commit", "-q", "-m", "build")
+    set_mode(folder / "build" / "out", 0)
+    listed = listing_as_user(folder)
+    assert listed["files"] == [".gitignore", "a.md"]
+    assert listed["skipped"] == [["build/out/", "permission denied"]]
+    assert listed["warnings"] == [unreadable_warning(folder / "build" / "out")]
+
+
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_an_unreadable_folder_in_indexignore_is_left_out_quietly(
+    folder: Path, use_git: bool, set_mode: Callable[[Path, int], Path]
+) -> None:
+    tree = {"ok.md": "o", "locked/x.md": "x", ".indexignore": "locked/\n"}
+    make_repo(folder, tree, {}) if use_git else make_tree(folder, tree)
+    set_mode(folder / "locked", 0)
+    listed = listing_as_user(folder)
+    assert listed["files"] == [".indexignore", "ok.md"]
+    assert (listed["warnings"], listed["unreadable"], listed["errors"]) == ([], [], [])
+
+
+@pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
+def test_an_unreadable_file_is_listed_for_the_reader_to_report(
+    folder: Path, use_git: bool, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """Listing looks at a file's name and stat, which need no read permission on it."""
+    tree = {"ok.md": "o", "secret-ish.md": "s"}
+    make_repo(folder, tree, {}) if use_git else make_tree(folder, tree)
+    set_mode(folder / "secret-ish.md", 0)
+    listed = listing_as_user(folder)
+    assert listed["files"] == ["ok.md", "secret-ish.md"]
+    assert (listed["warnings"], listed["errors"]) == ([], [])
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,17 @@ folder's ``.indexignore``, the global ignore file, the UTF-8 name check, the bin
 list, a regular-file check, a size cap and the skipped kinds (lockfiles, minified files, source
 maps, data files, and the Python virtual environments below the root) apply on top
 (:mod:`.ignore`, :mod:`.filetype`). Nothing here raises for a missing folder or an unreadable
-entry: such problems come back in :attr:`Listing.errors` and :attr:`Listing.warnings`.
+entry: such problems come back in :attr:`Listing.errors` and :attr:`Listing.warnings`. A folder
+below the root that cannot be read (no read or search permission, e.g. mode 000) is skipped in
+both modes, with one warning naming it: in git mode git says which folders it could not open,
+and a tracked file that cannot be looked at names the folder that blocks it.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import subprocess
 from dataclasses import dataclass, field
@@ -38,6 +42,9 @@ _GIT_TIMEOUT = 300.0
 VENV_MARKER = "pyvenv.cfg"
 VENV_REASON = "virtual environment (pyvenv.cfg)"
 _HEAD_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+# git lists the rest and warns "could not open directory 'sub/dir/': Permission denied" (the
+# path relative to the work tree's top; translations keep the quoted path).
+_GIT_UNOPENED = re.compile(r"'(.+/)'")
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,11 @@ class Skip:
 
 @dataclass(frozen=True)
 class Listing:
-    """What :func:`list_files` found; ``files``, ``skipped`` and ``errors`` are sorted by rel."""
+    """What :func:`list_files` found; ``files``, ``skipped`` and ``errors`` are sorted by rel.
+
+    ``unreadable``: the folders (rel, ending in "/") that could not be read; each is in
+    ``skipped`` too and named by a warning. What they hold is unknown, not gone.
+    """
 
     root: Path
     mode: Literal["git", "walk"]
@@ -68,6 +79,11 @@ class Listing:
     skipped: tuple[Skip, ...]
     errors: tuple[Skip, ...]
     warnings: tuple[str, ...]
+    unreadable: tuple[str, ...] = ()
+
+    def is_unreadable(self, rel: str) -> bool:
+        """Whether ``rel`` lies in a folder that could not be read."""
+        return rel.startswith(self.unreadable)
 
 
 @dataclass
@@ -76,6 +92,17 @@ class _Acc:
     skipped: list[Skip] = field(default_factory=list)
     errors: list[Skip] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    ignore_file: str = DEFAULT_SETTINGS.ignore_file  # named in the unreadable folder's warning
+
+    def skip_unreadable(self, rel: str, path: Path, reason: str) -> None:
+        """Skip a folder that cannot be read, with one warning naming it."""
+        self.skipped.append(Skip(rel, reason))
+        self.unreadable.append(rel)
+        self.warnings.append(
+            f"{path}: cannot read this folder ({reason}); skipped (list it in {self.ignore_file} "
+            "to skip it quietly)"
+        )
 
     def listing(self, root: Path, mode: Literal["git", "walk"]) -> Listing:
         def by_rel(item: FileEntry | Skip) -> str:
@@ -88,6 +115,7 @@ class _Acc:
             skipped=tuple(sorted(self.skipped, key=by_rel)),
             errors=tuple(sorted(self.errors, key=by_rel)),
             warnings=tuple(self.warnings),
+            unreadable=tuple(sorted(self.unreadable)),
         )
 
 
@@ -102,7 +130,7 @@ def list_files(root: Path, settings: IgnoreSettings = DEFAULT_SETTINGS) -> Listi
     ``errors`` entry with rel ".". When git is present but cannot be used (it fails, or an
     enclosing repository ignores the root) the folder is walked and ``warnings`` says why.
     """
-    acc = _Acc()
+    acc = _Acc(ignore_file=settings.ignore_file)
     resolved, problem = _resolve_root(root)
     if problem is not None:
         acc.errors.append(Skip(".", problem))
@@ -110,14 +138,15 @@ def list_files(root: Path, settings: IgnoreSettings = DEFAULT_SETTINGS) -> Listi
     if _has_git_marker(resolved):
         try:
             _check_work_tree(resolved)
-            rels = _git_ls_files(resolved)
+            rels, unopened = _git_ls_files(resolved)
         except _GitFailure as exc:
             acc.warnings.append(
                 f"{resolved}: {exc}; listed the folder without git (its .gitignore files "
                 "apply, .git/info/exclude and core.excludesFile do not)"
             )
         else:
-            _collect_git(resolved, "", rels, _load_rules(resolved, settings, "git", acc), acc)
+            rules = _load_rules(resolved, settings, "git", acc)
+            _collect_git(resolved, "", rels, unopened, rules, acc)
             return acc.listing(resolved, "git")
     rules = _load_rules(resolved, settings, "walk", acc)
     _collect_walk(resolved, rules, acc)
@@ -182,25 +211,43 @@ def _check_work_tree(root: Path) -> None:
         raise _git_error(proc)
 
 
-def _git_ls_files(root: Path) -> list[str]:
-    """Tracked and untracked-not-ignored paths under root, relative to it (sorted, unique)."""
+def _git_ls_files(root: Path) -> tuple[list[str], list[str]]:
+    """Tracked and untracked-not-ignored paths under root, relative to it (sorted, unique), and
+    the folders git could not open to look for untracked files (relative to root, ending "/";
+    as git names them: :func:`_collect_git` checks them)."""
     proc = _run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     if proc.returncode != 0:
         raise _git_error(proc)
     # A conflicted path is listed once per stage, hence the set.
-    return sorted({os.fsdecode(raw) for raw in proc.stdout.split(b"\0") if raw})
+    rels = sorted({os.fsdecode(raw) for raw in proc.stdout.split(b"\0") if raw})
+    named = [
+        found.group(1)
+        for line in os.fsdecode(proc.stderr).splitlines()
+        if (found := _GIT_UNOPENED.search(line))
+    ]
+    if not named:
+        return rels, []
+    proc = _run_git(root, "rev-parse", "--show-prefix")
+    top = os.fsdecode(proc.stdout).rstrip("\n") if proc.returncode == 0 else ""
+    return rels, [name.removeprefix(top) for name in named if name.startswith(top)]
 
 
-def _collect_git(root: Path, prefix: str, rels: list[str], rules: IgnoreRules, acc: _Acc) -> None:
-    """Filter git's paths (relative to ``root``, which is ``prefix`` below the listing root)."""
+def _collect_git(
+    root: Path, prefix: str, rels: list[str], unopened: list[str], rules: IgnoreRules, acc: _Acc
+) -> None:
+    """Filter git's paths (relative to ``root``, which is ``prefix`` below the listing root);
+    ``unopened``: the folders git said it could not open."""
     venvs = _venvs_among(rels, rules)
     for venv in sorted(venvs):
         acc.skipped.append(Skip(prefix + venv + "/", VENV_REASON))
+    blocked: set[str] = set()
+    for folder in unopened:
+        _block(root, prefix, folder, rules, blocked, acc)
     for raw in rels:
         name = raw.rstrip("/")
         if name.startswith("/") or ".." in name.split("/"):
             continue
-        if venvs and _under(name, venvs):
+        if (venvs and _under(name, venvs)) or (blocked and _under(name, blocked)):
             continue
         rel = prefix + name
         shown = rel + "/" if raw.endswith("/") else rel
@@ -209,8 +256,18 @@ def _collect_git(root: Path, prefix: str, rels: list[str], rules: IgnoreRules, a
             acc.skipped.append(Skip(shown, reason))
             continue
         path = root / name
-        info = _lstat(path, rel, acc)
-        if info is None:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue  # deleted but still tracked
+        except PermissionError as exc:
+            # A tracked file in a folder without search permission that git did not report
+            # (an ignored one): skip the folder that blocks it, as the walk would.
+            if not _block(root, prefix, name, rules, blocked, acc):
+                acc.errors.append(Skip(rel, _os_reason(exc)))
+            continue
+        except OSError as exc:
+            acc.errors.append(Skip(rel, _os_reason(exc)))
             continue
         if stat.S_ISDIR(info.st_mode):
             _collect_nested_repo(path, rel + "/", rules, acc)
@@ -223,11 +280,48 @@ def _collect_nested_repo(folder: Path, prefix: str, rules: IgnoreRules, acc: _Ac
     if not (folder / ".git").exists():
         return  # e.g. a submodule that was never checked out
     try:
-        rels = _git_ls_files(folder)
+        rels, unopened = _git_ls_files(folder)
     except _GitFailure as exc:
         acc.warnings.append(f"{prefix}: nested git repository not listed ({exc})")
         return
-    _collect_git(folder, prefix, rels, rules, acc)
+    _collect_git(folder, prefix, rels, unopened, rules, acc)
+
+
+def _block(
+    root: Path, prefix: str, name: str, rules: IgnoreRules, blocked: set[str], acc: _Acc
+) -> bool:
+    """Skip the outermost folder on the way from ``root`` to ``name`` (a file, or a folder when
+    it ends in "/") that cannot be read; True when there is one. ``blocked`` holds the folders
+    skipped so far (relative to ``root``, no trailing slash), each named by one warning; one
+    the ignore rules leave out is skipped without a warning, as its files would be."""
+    parts = name.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth])
+        if folder in blocked:
+            return True
+        problem = _unreadable_reason(root / folder)
+        if problem is not None:
+            blocked.add(folder)
+            rel = prefix + folder + "/"
+            if rules.reason(rel) is None:
+                acc.skip_unreadable(rel, root / folder, problem)
+            return True
+    return False
+
+
+def _unreadable_reason(folder: Path) -> str | None:
+    """Why ``folder`` cannot be read, or None: it cannot be listed (no read permission) or what
+    it holds cannot be looked up (no search permission: looking for a name fails with
+    EACCES, where a readable folder says the name is not there)."""
+    try:
+        with os.scandir(folder):
+            pass
+        os.lstat(folder / VENV_MARKER)
+    except PermissionError as exc:
+        return _os_reason(exc)
+    except OSError:
+        return None
+    return None
 
 
 def _venvs_among(rels: list[str], rules: IgnoreRules) -> set[str]:
@@ -246,7 +340,12 @@ def _under(rel: str, folders: set[str]) -> bool:
 
 def _is_venv(folder: Path, rules: IgnoreRules) -> bool:
     """Whether the walk should leave out this folder as a Python virtual environment."""
-    return "venv" not in rules.settings.index_kinds and (folder / VENV_MARKER).is_file()
+    if "venv" in rules.settings.index_kinds:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(folder / VENV_MARKER).st_mode)
+    except OSError:
+        return False  # no marker; a folder that cannot be read was found before
 
 
 Gitignores = tuple[PatternList, ...]
@@ -270,7 +369,10 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
             if is_dir:
                 if entry.name == ".git" or not _keep_name(rel + "/", rules, gitignores, acc):
                     continue
-                if _is_venv(Path(entry.path), rules):
+                problem = _unreadable_reason(Path(entry.path))
+                if problem is not None:
+                    acc.skip_unreadable(rel + "/", Path(entry.path), problem)
+                elif _is_venv(Path(entry.path), rules):
                     acc.skipped.append(Skip(rel + "/", VENV_REASON))
                 else:
                     subdirs.append((rel + "/", gitignores))
@@ -283,20 +385,29 @@ def _with_gitignore(root: Path, prefix: str, outer: Gitignores, acc: _Acc) -> Gi
     """``outer`` plus the folder's own .gitignore, when it has one (git does not follow a
     symlinked .gitignore, nor does the walk)."""
     path = root / prefix / ".gitignore"
-    if path.is_symlink() or not path.is_file():
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return outer
+    except OSError:
         return outer
     patterns = PatternList.parse(_read_ignore_file(path, acc), prefix)
     return (*outer, patterns) if patterns.patterns else outer
 
 
 def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
-    """The entries of one folder sorted by name; [] (and an error) when it cannot be read."""
+    """The entries of one folder sorted by name; [] (and a skip or an error) when it cannot be
+    read (it was found readable: its mode changed since)."""
     try:
         with os.scandir(folder) as entries:
             return sorted(entries, key=lambda entry: entry.name)
+    except PermissionError as exc:
+        if prefix:
+            acc.skip_unreadable(prefix, folder, _os_reason(exc))
+        else:
+            acc.errors.append(Skip(".", _os_reason(exc)))
     except OSError as exc:
         acc.errors.append(Skip(prefix or ".", _os_reason(exc)))
-        return []
+    return []
 
 
 def _keep_entry(entry: os.DirEntry[str], rel: str, rules: IgnoreRules, acc: _Acc) -> None:
@@ -316,17 +427,6 @@ def _keep_name(rel: str, rules: IgnoreRules, gitignores: Gitignores, acc: _Acc) 
         return True
     acc.skipped.append(Skip(rel, reason))
     return False
-
-
-def _lstat(path: Path, rel: str, acc: _Acc) -> os.stat_result | None:
-    """lstat, or None: silently when the path vanished, with an error otherwise."""
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None  # deleted but still tracked, or removed during the walk
-    except OSError as exc:
-        acc.errors.append(Skip(rel, _os_reason(exc)))
-        return None
 
 
 def _keep_if_regular(

@@ -412,9 +412,11 @@ class Indexer:
         run.pending_chunks = 0
 
     def _prune(self, run: _Run, name: str) -> int:
-        listed = {entry.rel for entry in run.listing.files}
-        blocked = tuple(p.rel.rstrip("/") + "/" for p in run.listing.errors)
-        gone = [rel for rel in run.states if rel not in listed and not rel.startswith(blocked)]
+        """Delete the files gone from the folder; those in a folder that could not be read, or
+        that failed to be listed, are not known to be gone and keep their chunks."""
+        listing = run.listing
+        kept = {entry.rel for entry in listing.files} | {p.rel for p in listing.errors}
+        gone = [rel for rel in run.states if rel not in kept and not listing.is_unreadable(rel)]
         for rel in gone:
             self._emit(name, rel, "deleted", run, len(run.listing.files))
         return self._store.delete_files(run.folder_id, gone)

@@ -220,6 +220,24 @@ def test_an_unreadable_folder_is_skipped_with_one_warning_and_the_rest_indexed(
     assert status.stdout.endswith(" 0 changed since\n")
 
 
+def test_an_unreadable_file_is_an_error_naming_it(
+    tmp_path: Path, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """A file that cannot be read fails as any file that cannot be read does (exit 1), with
+    the reason in a few words rather than Python's "[Errno 13] ..." and the path twice."""
+    project = write_tree(tmp_path / "project", {"ok.md": "Harbour pilots\n", "private.md": "p\n"})
+    set_mode(project / "private.md", 0)
+    dry = semsearch_as_user("index", "--dry-run", str(project))
+    assert dry.returncode == 1
+    assert "       error  private.md  (permission denied)\n" in dry.stdout
+    ran = semsearch_as_user("index", str(project))
+    assert (ran.returncode, ran.stderr) == (
+        1,
+        f"  error: {project / 'private.md'}: permission denied\n",
+    )
+    assert "  1 file (1 indexed, 0 unchanged)  0 skipped  1 error  0 deleted" in ran.stdout
+
+
 LAZY = """
 import sys
 from semsearch import __version__

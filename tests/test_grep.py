@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from semsearch.errors import UsageError
 from semsearch.files.grep import GrepMatch, GrepOptions, excerpt, grep
 from semsearch.files.ignore import IgnoreSettings
-from tests.conftest import write_tree
+from tests.conftest import run_as_user, write_tree
 from tests.docgen import write_pdf
 
 IGNORE = IgnoreSettings()
@@ -147,6 +150,45 @@ def test_missing_folder_is_a_warning(folder: Path, tmp_path: Path) -> None:
     result = grep([tmp_path / "gone", folder], GrepOptions("alpha"), IGNORE)
     assert lines_of(result.matches) == [("a.md", 1)]
     assert result.warnings == (f"{tmp_path / 'gone'}: folder not found",)
+
+
+GREP_AS_JSON = """
+import json, os, sys
+from semsearch import Index, load_settings
+from semsearch.files.grep import GrepOptions
+Index(load_settings(os.environ)).add([sys.argv[1]])
+result = Index(load_settings(os.environ)).grep(GrepOptions(sys.argv[2]))
+matches = [[m.rel, m.line] for m in result.matches]
+print(json.dumps([matches, list(result.warnings), result.files_searched]))
+"""
+
+
+@pytest.mark.parametrize("is_git", [False, True])
+def test_an_unreadable_folder_or_file_is_a_warning_and_the_rest_is_searched(
+    tmp_path: Path, is_git: bool, set_mode: Callable[[Path, int], Path]
+) -> None:
+    """Issue 34.1: a mode-000 folder made grep fail ("grep failed: PermissionError"); a file
+    that could not be read was passed over without a word. Run as an ordinary user."""
+    root = write_tree(
+        tmp_path / "notes",
+        {"a.md": "needle\n", "locked/b.md": "needle\n", "no-access.md": "needle\n"},
+    )
+    if is_git:
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+    set_mode(root / "locked", 0)
+    set_mode(root / "no-access.md", 0)
+    result = run_as_user([sys.executable, "-c", GREP_AS_JSON, str(root), "needle"])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [
+        [["a.md", 1]],
+        [
+            f"{root / 'locked'}: cannot read this folder (permission denied); skipped "
+            "(list it in .indexignore to skip it quietly)",
+            f"{root / 'no-access.md'}: cannot read this file (permission denied); not searched",
+        ],
+        1,
+    ]
 
 
 def test_pdf_text_is_searched_with_pages(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from mcp.types import CallToolResult, TextContent
 
 from semsearch.cli.commands import main
 from semsearch.store import write_lock
-from tests.conftest import write_tree
+from tests.conftest import as_user, write_tree
 
 SECRETS = ("FAKE-RSA-KEY-0xDEADBEEF", "DOTENV-TOKEN-12345", "PRIVATE-NOTE-777", "SIBLING-KEY-42")
 PARAGRAPHS = [
@@ -60,12 +60,14 @@ CORPUS: dict[str, str | bytes] = {
 class Client:
     """A synchronous facade over an MCP ClientSession running in a background event loop."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, log: Path) -> None:
+    def __init__(
+        self, env: dict[str, str], cwd: Path, log: Path, python: Sequence[str] = (sys.executable,)
+    ) -> None:
         self._stack = ExitStack()
         self._errlog = self._stack.enter_context(log.open("w"))
         self._portal = self._stack.enter_context(start_blocking_portal())
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "semsearch", "mcp"], env=env, cwd=cwd
+            command=python[0], args=[*python[1:], "-m", "semsearch", "mcp"], env=env, cwd=cwd
         )
         streams = stdio_client(params, errlog=self._errlog)
         read, write = self._stack.enter_context(self._portal.wrap_async_context_manager(streams))
@@ -834,6 +836,53 @@ def test_secret_and_gitignored_files_are_refused_and_never_grepped(world: dict[s
         )
         for response in session.seen:
             assert not re.search(r"PLAIN-DOTENV|INSTANCE-CONFIG|COMMITTED-DOTENV", response)
+    finally:
+        session.close()
+
+
+def test_a_folder_or_file_it_cannot_read_is_named_by_every_tool(
+    world: dict[str, Path], set_mode: Callable[[Path, int], Path]
+) -> None:
+    """Issue 34.1, with the server run as an ordinary user (root reads a mode-000 folder)."""
+    home = world["base"] / "locked-home"
+    home.mkdir()
+    notes = write_tree(
+        world["base"] / "locked-notes",
+        {
+            "open.md": "The keeper logs ships.\n",
+            "locked/x.md": "ships\n",
+            "no-access.md": "ships\n",
+        },
+    )
+    env = {**server_env(home), "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(notes)], env=env, check=True)
+    set_mode(notes / "locked", 0)
+    set_mode(notes / "no-access.md", 0)
+    warning = (
+        f"{notes / 'locked'}: cannot read this folder (permission denied); skipped "
+        "(list it in .indexignore to skip it quietly)"
+    )
+    log = world["base"] / "locked-server.log"
+    session = Client(env, world["base"], log, python=as_user([sys.executable]))
+    try:
+        (folder,) = json.loads(ok(session.call("index", {})))["folders"]
+        assert (folder["indexed"], folder["skipped"], folder["warnings"]) == (1, 1, [warning])
+        unreadable = str(notes / "no-access.md")
+        assert folder["problems"] == [{"path": unreadable, "reason": "permission denied"}]
+        grep = session.call("grep", {"pattern": "ships"})
+        assert [m["relPath"] for m in (grep.structured_content or {})["matches"]] == ["open.md"]
+        assert (grep.structured_content or {})["warnings"] == [
+            warning,
+            f"{unreadable}: cannot read this file (permission denied); not searched",
+        ]
+        assert f"warning: {warning}" in ok(grep)
+        hidden = notes / "locked" / "x.md"
+        assert error(session.call("cat_file", {"filePath": str(hidden)})) == (
+            f"Cannot read {hidden}: semsearch cannot read the folder {notes / 'locked'} "
+            "(permission denied), so it skips that folder."
+        )
+        message = error(session.call("cat_file", {"filePath": unreadable}))
+        assert message == f"Cannot read {unreadable}: Permission denied."
     finally:
         session.close()
 

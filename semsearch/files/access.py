@@ -69,6 +69,11 @@ def read_file_bytes(entry: FileEntry, settings: IgnoreSettings = DEFAULT_SETTING
     return data
 
 
+def read_failure(exc: OSError) -> str:
+    """Why a listed file could not be read, in a few words: "permission denied", ..."""
+    return (exc.strerror or str(exc)).lower()
+
+
 def read_text(entry: FileEntry, ignore: IgnoreSettings) -> Extracted:
     """A listed file's text, read as the indexer reads it (size cap, NUL sniff, extraction).
 
@@ -122,6 +127,12 @@ class Locator:
                 "Call list_folders to see which folders can be read."
             )
         if not os.path.isfile(real):
+            folder = self._unreadable_folder(owners, real)
+            if folder is not None:
+                raise PathRefusedError(
+                    f"Cannot read {path}: semsearch cannot read the folder {folder} "
+                    f"({self._reason(owners, real)}), so it skips that folder."
+                )
             kind = "a folder, not a file" if os.path.isdir(real) else "not found"
             raise PathRefusedError(f"{path} is {kind}.")
         self._refuse_secret(path, real, owners)
@@ -150,6 +161,16 @@ class Locator:
     def _owners(self, real: str) -> list[tuple[Path, str]]:
         """Configured roots containing ``real`` with their real paths, innermost first."""
         return [(root, os.path.realpath(root)) for root in roots_holding(self._roots, real)]
+
+    def _unreadable_folder(self, owners: list[tuple[Path, str]], real: str) -> Path | None:
+        """The folder that cannot be read holding ``real``, as its folder's listing found."""
+        for _, real_root in owners:
+            listing = self._listing(real_root)
+            rel = Path(os.path.relpath(real, real_root)).as_posix()
+            for folder in listing.unreadable:
+                if rel.startswith(folder):
+                    return Path(real_root, folder)
+        return None
 
     def _listing(self, real_root: str) -> Listing:
         if real_root not in self._listings:

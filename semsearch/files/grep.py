@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.errors import ExtractError, SemsearchError, UsageError
-from semsearch.files.access import read_text
+from semsearch.files.access import read_failure, read_text
 from semsearch.files.extract import Extracted, page_at
 from semsearch.files.gitignore import PatternList
 from semsearch.files.ignore import IgnoreSettings
@@ -124,12 +124,16 @@ def _events(
         for problem in listing.errors:
             if problem.rel == ".":
                 yield f"{root}: {problem.reason}"
+        yield from listing.warnings  # a folder that cannot be read, among others
         for entry in listing.files:
             if spec is not None and not spec.matches(entry.rel):
                 continue
             try:
                 extracted = read_text(entry, ignore)
-            except (OSError, ExtractError):
+            except (FileNotFoundError, ExtractError):
+                continue  # deleted since it was listed, or binary: not searched, as in the index
+            except OSError as exc:
+                yield f"{entry.path}: cannot read this file ({read_failure(exc)}); not searched"
                 continue
             searched += 1
             yield from _match_lines(root, listing, entry, extracted, pattern)

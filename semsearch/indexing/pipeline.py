@@ -29,7 +29,7 @@ import numpy as np
 
 from semsearch.config import DEFAULT_MAX_FILE_SIZE, DOCUMENT_OVERLAP_TOKENS, DOCUMENT_TARGET_TOKENS
 from semsearch.errors import ExtractError
-from semsearch.files.access import read_file_bytes
+from semsearch.files.access import read_failure, read_file_bytes
 from semsearch.files.extract import Extracted, extract, page_at
 from semsearch.files.filetype import is_binary_content, is_prose
 from semsearch.files.ignore import IgnoreSettings
@@ -296,7 +296,10 @@ class Indexer:
         total = len(run.listing.files)
         try:
             data = read_file_bytes(entry, self._settings.ignore)
-        except (OSError, ExtractError) as exc:
+        except OSError as exc:
+            self._record(run, entry, "error", None, read_failure(exc), name)
+            return
+        except ExtractError as exc:
             self._record(run, entry, "error", None, str(exc), name)
             return
         digest = hashlib.sha256(data).hexdigest()

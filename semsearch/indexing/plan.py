@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from semsearch.errors import ExtractError
-from semsearch.files.access import read_file_bytes
+from semsearch.files.access import read_failure, read_file_bytes
 from semsearch.files.listing import FileEntry, Listing, Skip
 from semsearch.indexing.pipeline import STORED_SKIP_REASONS, IndexerSettings, text_of
 from semsearch.store import FileState
@@ -47,7 +47,9 @@ def preview(entry: FileEntry, settings: IndexerSettings) -> tuple[str, str] | No
     """
     try:
         data = read_file_bytes(entry, settings.ignore)
-    except (OSError, ExtractError) as exc:
+    except OSError as exc:
+        return ("error", read_failure(exc))
+    except ExtractError as exc:
         return ("error", str(exc))
     extracted, status, reason = text_of(entry.rel, data, settings.max_text_size)
     if status == "error":

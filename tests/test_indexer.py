@@ -178,10 +178,13 @@ def test_max_files_truncates_and_next_run_resumes(index: Index, folder: Path) ->
 
 
 def test_force_re_embeds_everything(index: Index, folder: Path, embedder: CountingEmbedder) -> None:
+    (folder / "tool.py").write_text("def tool():\n    return 'a tool'\n")
     index.update([folder])
     before = embedder.embedded
-    assert index.update([folder], force=True).folders[0].indexed == 3
-    assert embedder.embedded == before + 3
+    assert embedder.paths == ["tool.py"]  # the one code file's path vector
+    report = index.update([folder], force=True)
+    assert report.folders[0].indexed == 4 and embedder.embedded == before + 4
+    assert (embedder.paths, report.paths_embedded) == (["tool.py", "tool.py"], 1)
 
 
 def test_another_model_is_refused_until_force(settings: Settings, folder: Path) -> None:

@@ -119,10 +119,23 @@ def test_a_rewrite_at_the_same_rel_keeps_the_path_vector(store: Store) -> None:
     before = ids_of(store, folder)
     given = give_vectors(store, list(before.values()))
     store.write_files([file_write(folder, "a.py", ["alpha, edited", "and grown"])])
-    store.write_files([file_write(folder, "b.py", ["b, edited"])], reuse=False)
+    store.write_files([file_write(folder, "b.py", ["b, edited"])])
     after = ids_of(store, folder)  # SQLite gives a rewritten file a new id
     assert store.pending_paths(10) == []
     expected = {after[rel]: given[before[rel]] for rel in ("a.py", "b.py")}
+    assert_vectors(store.path_vectors(list(after.values())), expected)
+
+
+def test_a_rewrite_without_reuse_makes_the_path_vector_pending_again(store: Store) -> None:
+    """``index --force`` writes without reuse: every vector of the file is made again."""
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "a.py", ["alpha"]), file_write(folder, "b.py", ["b"])])
+    before = ids_of(store, folder)
+    given = give_vectors(store, list(before.values()))
+    store.write_files([file_write(folder, "b.py", ["b"])], reuse=False)
+    after = ids_of(store, folder)
+    assert store.pending_paths(10) == [(after["b.py"], "b.py")]
+    expected = {after["a.py"]: given[before["a.py"]]}
     assert_vectors(store.path_vectors(list(after.values())), expected)
 
 

@@ -157,9 +157,10 @@ class Store(Protocol):
 
         A chunk written without a vector takes the vector of any stored chunk with the same
         text (by ``text_hash``, across the whole index, read before the file's old chunks go)
-        when ``reuse``; otherwise it is pending. Raises ``AssertionError`` when a write's vectors
-        do not match its chunks, and ``StoreError`` (LanceDB) when chunks come before
-        ``set_model``.
+        when ``reuse``; otherwise it is pending, and so is the file's path vector (``index
+        --force`` makes every vector of what it writes again). Raises ``AssertionError`` when a
+        write's vectors do not match its chunks, and ``StoreError`` (LanceDB) when chunks come
+        before ``set_model``.
         """
 
     def chunk_texts(self, file_id: int) -> list[str]:
@@ -181,7 +182,8 @@ class Store(Protocol):
 
         The path vector (the embedding of the rel path's text, e.g. ``client/session.py``) is
         the ranking's path term (``ranking.PATH_WEIGHT``). A file keeps it while its rel stays:
-        re-writing the file at the same rel keeps it, a move that changes the rel drops it.
+        re-writing the file at the same rel keeps it (unless written without ``reuse``), a move
+        that changes the rel drops it.
         """
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:

@@ -284,7 +284,9 @@ class LanceStore(VectorColumns, PathVectors):
     def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
         """Replace several files: their chunks in one commit, then their rows in another.
 
-        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        Chunks written without vectors take stored vectors of the same text when ``reuse``, and
+        a file keeps its path vector; without ``reuse`` both are pending (the path vectors go
+        in a third commit).
         """
         if not writes:
             return
@@ -322,6 +324,8 @@ class LanceStore(VectorColumns, PathVectors):
         ).when_matched_update_all().when_not_matched_insert_all().execute(
             pa.Table.from_pylist(file_rows, FILES)
         )
+        if not reuse:
+            self._drop_path_vectors(replaced)
 
     def touch_files(self, touches: Sequence[tuple[int, int]]) -> None:
         """Record new mtimes, (file id, mtime_ns), of files whose content did not change."""

@@ -265,7 +265,8 @@ class SqliteStore:
     def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
         """Replace the rows and chunks of several files in one transaction.
 
-        Chunks written without vectors take stored vectors of the same text when ``reuse``.
+        Chunks written without vectors take stored vectors of the same text when ``reuse``, and
+        a file keeps its path vector; without ``reuse`` both are pending.
         """
         if not writes:
             return
@@ -281,10 +282,12 @@ class SqliteStore:
         else:
             known = read_stored_vectors(conn, hashes) if reuse else {}
             blobs = [known.get(h) for h in hashes]
-        path_vector = conn.execute(  # the rel stays, and so does its path vector
-            "SELECT path_vector FROM files WHERE folder_id = ? AND rel = ?",
-            (write.folder_id, write.rel),
-        ).fetchone()
+        path_vector = None  # without reuse (index --force) it is made again
+        if reuse:  # the rel stays, and so does its path vector
+            path_vector = conn.execute(
+                "SELECT path_vector FROM files WHERE folder_id = ? AND rel = ?",
+                (write.folder_id, write.rel),
+            ).fetchone()
         delete_files_where(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
         cursor = conn.execute(
             "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind, path_vector)"

@@ -256,9 +256,10 @@ class Index:
                     reports.append(FolderReport(str(root), root.name, "", truncated=True))
                     continue
                 reports.append(indexer.index_folder(root, force=force, max_files=left))
-            indexer.embed_pending()
+            owned = self._folder_ids(chosen)  # another folder's pending chunks wait for its run
+            indexer.embed_pending(owned)
             store.maintain()
-            pending = store.pending_count()
+            pending = store.pending_count(owned)
         seconds = time.monotonic() - started
         return IndexReport(
             tuple(reports), seconds, indexer.embedded, pending, indexer.paths_embedded
@@ -417,6 +418,11 @@ class Index:
             rows.append(FolderInfo(f.name, Path(f.path), False, f.files, f.chunks, f.last_indexed))
         return rows
 
+    def _folder_ids(self, roots: Sequence[Path]) -> list[int]:
+        """The index's ids of these folders (a folder not in the index has none)."""
+        wanted = {os.path.realpath(root) for root in roots}
+        return [f.id for f in self._indexed_folders() if os.path.realpath(f.path) in wanted]
+
     def _indexed_folders(self) -> list[Folder]:
         """The index's folders with counts, read again only after the index changed."""
         if self._store is None and not self.settings.store_path.exists():
@@ -469,8 +475,8 @@ class Index:
     @_locked
     def pending_work(self, roots: Sequence[str | Path] | None = None) -> int:
         """How much an ``update`` would do: files of the folders (default: the configured ones)
-        that are new, changed (mtime or size) or gone since they were indexed, plus chunks still
-        waiting for vectors and files whose path vector is not made yet (counted up to
+        that are new, changed (mtime or size) or gone since they were indexed, plus their chunks
+        still waiting for vectors and their files whose path vector is not made yet (counted up to
         ``PENDING_PATHS_COUNTED``: an index of an older schema has none); 0 when all is current.
         Lists the folders with the rules ``update`` uses; reads no file.
         """
@@ -479,8 +485,9 @@ class Index:
         indexed = {f.path: f for f in self._indexed_folders()} if exists else {}
         changed = 0
         if exists:
-            store = self._open()
-            changed = store.pending_count() + len(store.pending_paths(PENDING_PATHS_COUNTED))
+            store, owned = self._open(), self._folder_ids(chosen)
+            paths = store.pending_paths(PENDING_PATHS_COUNTED, owned)
+            changed = store.pending_count(owned) + len(paths)
         for root in chosen:
             folder = indexed.get(str(root))
             if folder is not None:

@@ -381,6 +381,37 @@ def test_a_run_killed_before_its_vectors_resumes_embedding_only_what_is_missing(
     assert len(index.search("topic", mode="vector", k=20)) == 12
 
 
+class StopsAtVectors(HashEmbedder):
+    """Interrupted (Ctrl-C) as the second pass begins: the run's chunks keep no vector (the
+    first pass may embed one text to learn the dimension)."""
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        if len(texts) > 1:
+            raise KeyboardInterrupt
+        return super().embed(texts)
+
+
+def test_index_path_embeds_only_that_folder_s_pending_chunks(
+    settings: Settings, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    a = write_tree(tmp_path / "a", notes(3))
+    b = write_tree(tmp_path / "b", {"tool.py": "def tool():\n    return 'a tool'\n"})
+    stopped = Index(settings, embedder=StopsAtVectors())
+    with pytest.raises(KeyboardInterrupt):
+        stopped.update([a])
+    stopped.close()
+    index = Index(settings, embedder=embedder)
+    waiting = 3 - probed(settings)
+    assert (index.pending_work([b]), index.pending_work([a])) == (1, waiting + 3)  # + 3 paths
+    report = index.update([b])
+    assert (report.chunks_embedded, report.chunks_pending, embedder.embedded) == (1, 0, 1)
+    assert embedder.paths == ["tool.py"] and index.pending_work([b]) == 0
+    assert index.status(count_changes=False).chunks_pending == waiting  # a's still wait
+    report = index.update([a])
+    assert (report.chunks_embedded, report.chunks_pending) == (waiting, 0)
+    assert index.pending_work([a]) == 0
+
+
 def long_file(lines: int, seed: str = "", blank_every: int = 4) -> list[str]:
     """Paragraphs of ``blank_every - 1`` distinct lines and a blank line (0: no blank line)."""
     return [

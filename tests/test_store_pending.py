@@ -72,6 +72,28 @@ def test_a_chunk_of_a_stored_text_takes_its_vector_from_anywhere_in_the_index(
     np.testing.assert_array_equal(matrix, np.eye(4, dtype=np.float32)[[1, 0]])
 
 
+def test_pending_chunks_and_paths_of_some_folders(store: Store) -> None:
+    a = store.ensure_folder("/srv/a", "a")
+    b = store.ensure_folder("/srv/b", "b")
+    store.write_files([pending_write(a, "x.py", ["alpha", "shared"])])
+    store.write_files([pending_write(b, "y.py", ["beta", "shared"])])
+    assert store.pending_count() == 4 and store.pending_count([a, b]) == 4
+    assert (store.pending_count([a]), store.pending_count([b]), store.pending_count([])) == (
+        2,
+        2,
+        0,
+    )
+    assert [text for _, text in store.pending_texts(10, [b])] == ["beta", "shared"]
+    assert [text for _, text in store.pending_texts(1, [b])] == ["beta"]
+    assert store.pending_texts(10, []) == []
+    ids = {folder: next(iter(store.file_states(folder).values())).id for folder in (a, b)}
+    assert store.pending_paths(10, [b]) == [(ids[b], "y.py")]
+    assert store.pending_paths(10, [a, b]) == [(ids[a], "x.py"), (ids[b], "y.py")]
+    # a text both folders hold gets its vector in both, whichever folder's run embeds it
+    store.set_vectors([text_hash("shared")], np.eye(4, dtype=np.float32)[:1])
+    assert (store.pending_count([a]), store.pending_count([b])) == (1, 1)
+
+
 def test_exact_vectors_pick_up_chunks_that_got_their_vector_later() -> None:
     source = CountingSource()
     source.put(2, 10, [1.0, 0.0])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -165,12 +165,13 @@ class Indexer:
         self.embedded = 0  # chunk texts embedded by this indexer (rel paths not counted)
         self.paths_embedded = 0  # rel paths of code files embedded (the path term's vectors)
 
-    def embed_pending(self) -> int:
-        """The second pass: embed the chunks of the index that have no vector; returns texts
-        embedded. Each batch is one ``embedded`` event: ``done`` texts embedded of ``total``
-        (done + still pending), folder ``vectors``."""
+    def embed_pending(self, folder_ids: Sequence[int] | None = None) -> int:
+        """The second pass: embed the chunks that have no vector (of ``folder_ids``, else of
+        the whole index) and then the paths of their files; returns texts embedded. Each batch
+        is one ``embedded`` event: ``done`` texts embedded of ``total`` (done + still pending),
+        folder ``vectors``."""
         embedded = 0
-        while batch := self._store.pending_texts(EMBED_BATCH):
+        while batch := self._store.pending_texts(EMBED_BATCH, folder_ids):
             hashes, texts = zip(*batch, strict=True)
             vectors = self._embedder.embed(texts)
             self._store.set_model(self._embedder.model_id, int(vectors.shape[1]))
@@ -178,20 +179,20 @@ class Indexer:
                 break  # nothing took them (cannot happen with a consistent store): stop
             embedded += len(texts)
             self.embedded += len(texts)
-            pending = self._store.pending_count()
+            pending = self._store.pending_count(folder_ids)
             total, detail = embedded + pending, f"{pending} chunks waiting for vectors"
             where = f"{embedded} of {total}"
             self._on_event(
                 FileEvent("vectors", where, "embedded", embedded, total, embedded, detail)
             )
-        self._embed_paths()
+        self._embed_paths(folder_ids)
         return embedded
 
-    def _embed_paths(self) -> None:
+    def _embed_paths(self, folder_ids: Sequence[int] | None) -> None:
         """Embed the rel paths of files that have no path vector (the ranking's path term):
         one short text per new or moved code file. Documents get a zero vector without the
         model: search gives them no path term (``filetype.is_prose``)."""
-        while batch := self._store.pending_paths(EMBED_BATCH):
+        while batch := self._store.pending_paths(EMBED_BATCH, folder_ids):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
             embedded = self._embedder.embed([rels[at] for at in code]) if code else None
@@ -205,7 +206,7 @@ class Indexer:
             if embedded is not None:
                 vectors[code] = embedded
             self._store.set_path_vectors(file_ids, vectors)
-            if self._store.pending_paths(1)[:1] == batch[:1]:
+            if self._store.pending_paths(1, folder_ids)[:1] == batch[:1]:
                 break  # nothing took them (cannot happen with a consistent store): stop
 
     def _ensure_model(self, text: str) -> None:

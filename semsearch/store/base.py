@@ -166,19 +166,24 @@ class Store(Protocol):
     def chunk_texts(self, file_id: int) -> list[str]:
         """The texts of one file's stored chunks, in order ([] for an unknown file)."""
 
-    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
+    def pending_texts(
+        self, limit: int, folder_ids: Sequence[int] | None = None
+    ) -> list[tuple[str, str]]:
         """(text hash, text) of up to ``limit`` distinct texts of chunks without a vector,
-        the oldest chunks first."""
+        the oldest chunks first; only chunks of files in ``folder_ids`` when it is given."""
 
     def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
         """Give every chunk without a vector whose text hash is ``hashes[i]`` row ``i`` of
         ``vectors`` (one commit); returns how many chunks got one."""
 
-    def pending_count(self) -> int:
-        """Chunks still waiting for their vector."""
+    def pending_count(self, folder_ids: Sequence[int] | None = None) -> int:
+        """Chunks still waiting for their vector (of files in ``folder_ids`` when given)."""
 
-    def pending_paths(self, limit: int) -> list[tuple[int, str]]:
-        """(file id, rel) of up to ``limit`` ok files whose rel path has no vector yet, by id.
+    def pending_paths(
+        self, limit: int, folder_ids: Sequence[int] | None = None
+    ) -> list[tuple[int, str]]:
+        """(file id, rel) of up to ``limit`` ok files whose rel path has no vector yet, by id
+        (only files in ``folder_ids`` when it is given).
 
         The path vector (the embedding of the rel path's text, e.g. ``client/session.py``) is
         the ranking's path term (``ranking.PATH_WEIGHT``). A file keeps it while its rel stays:

@@ -78,11 +78,21 @@ class PathVectors:
         if self._path_ids[0] == before:
             self._path_ids = (int(self._paths.version), ids)
 
-    def pending_paths(self, limit: int) -> list[tuple[int, str]]:
-        """(file id, rel) of up to ``limit`` ok files without a path vector, by id."""
+    def pending_paths(
+        self, limit: int, folder_ids: Sequence[int] | None = None
+    ) -> list[tuple[int, str]]:
+        """(file id, rel) of up to ``limit`` ok files without a path vector, by id (of
+        ``folder_ids`` when given)."""
         done = self._stored_path_ids()
         rows = self._file_rows()
-        pending = sorted(i for i, r in rows.items() if r["status"] == "ok" and i not in done)
+        wanted = None if folder_ids is None else set(folder_ids)
+        pending = sorted(
+            i
+            for i, r in rows.items()
+            if r["status"] == "ok"
+            and i not in done
+            and (wanted is None or r["folder_id"] in wanted)
+        )
         return [(i, rows[i]["rel"]) for i in pending[: max(limit, 0)]]
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:

@@ -252,6 +252,9 @@ class VectorColumns:
     def _chunk_table(self) -> Any:
         raise NotImplementedError
 
+    def _file_rows(self) -> dict[int, dict[str, Any]]:
+        raise NotImplementedError
+
     def meta(self, key: str) -> str | None:
         """One meta value, or None."""
         raise NotImplementedError
@@ -312,13 +315,32 @@ class VectorColumns:
         rows = retry(query.limit(None).to_arrow).to_pylist()
         return [row["text"] for row in sorted(rows, key=lambda row: row["ord"])]
 
-    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
-        """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
+    def pending_texts(
+        self, limit: int, folder_ids: Sequence[int] | None = None
+    ) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts still without a vector (of
+        chunks of ``folder_ids`` when given)."""
         if not self.has_flags():
             return []
-        query = self._chunk_table().search().where(PENDING).select(["id", "text_hash", "text"])
+        where = PENDING
+        if folder_ids is not None:  # the chunks table has no folder: its pending ids first
+            ids = self._pending_ids(folder_ids)[: max(limit, 0)]
+            if not len(ids):
+                return []
+            where = f"{PENDING} AND id IN ({ids_sql(ids)})"
+        query = self._chunk_table().search().where(where).select(["id", "text_hash", "text"])
         rows = sorted(retry(query.limit(limit).to_arrow).to_pylist(), key=lambda r: r["id"])
         return list({r["text_hash"]: r["text"] for r in rows}.items())
+
+    def _pending_ids(self, folder_ids: Sequence[int]) -> IdArray:
+        """The ids of the chunks without a vector of files in ``folder_ids``, ascending."""
+        wanted = set(folder_ids)
+        files = [i for i, row in self._file_rows().items() if row["folder_id"] in wanted]
+        query = self._chunk_table().search().where(PENDING).select(["id", "file_id"])
+        table = retry(query.limit(None).to_arrow)
+        keep = np.isin(table["file_id"].to_numpy(), np.asarray(files, dtype=np.int64))
+        ids: IdArray = np.sort(table["id"].to_numpy()[keep])
+        return ids
 
     def set_vectors(self, hashes: Sequence[str], vectors: FloatArray) -> int:
         """Give the chunks without a vector of each text hash their vector (one merge-insert)."""
@@ -338,6 +360,10 @@ class VectorColumns:
         chunks.merge_insert("id").when_matched_update_all().execute(update)
         return int(rows.num_rows)
 
-    def pending_count(self) -> int:
-        """Chunks still waiting for their vector."""
-        return int(self._chunk_table().count_rows(PENDING)) if self.has_flags() else 0
+    def pending_count(self, folder_ids: Sequence[int] | None = None) -> int:
+        """Chunks still waiting for their vector (of ``folder_ids`` when given)."""
+        if not self.has_flags():
+            return 0
+        if folder_ids is not None:
+            return len(self._pending_ids(folder_ids))
+        return int(self._chunk_table().count_rows(PENDING))

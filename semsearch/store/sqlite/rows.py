@@ -225,14 +225,20 @@ def read_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[ChunkRow]:
     return [by_id[i] for i in ids if i in by_id]
 
 
-def read_pending_paths(conn: sqlite3.Connection, limit: int) -> list[tuple[int, str]]:
-    """(file id, rel) of up to ``limit`` ok files without a path vector, by id ([] in a file
-    without the column: a read-only version 3, which cannot be given any)."""
+def read_pending_paths(
+    conn: sqlite3.Connection, limit: int, folder_ids: Sequence[int] | None = None
+) -> list[tuple[int, str]]:
+    """(file id, rel) of up to ``limit`` ok files without a path vector, by id, of
+    ``folder_ids`` when given ([] in a file without the column: a read-only version 3, which
+    cannot be given any)."""
     if not has_column(conn, "files", "path_vector"):
         return []
+    ids = () if folder_ids is None else tuple(int(i) for i in folder_ids)
+    within = "" if folder_ids is None else f" AND folder_id IN ({', '.join('?' * len(ids))})"
     rows = conn.execute(
-        "SELECT id, rel FROM files WHERE status = 'ok' AND path_vector IS NULL ORDER BY id LIMIT ?",
-        (limit,),
+        "SELECT id, rel FROM files WHERE status = 'ok' AND path_vector IS NULL"
+        f"{within} ORDER BY id LIMIT ?",
+        (*ids, limit),
     )
     return [(int(i), rel) for i, rel in rows]
 

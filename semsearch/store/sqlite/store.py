@@ -331,11 +331,16 @@ class SqliteStore:
         )
         return [text for (text,) in rows]
 
-    def pending_texts(self, limit: int) -> list[tuple[str, str]]:
-        """(text hash, text) of up to ``limit`` distinct texts still without a vector."""
+    def pending_texts(
+        self, limit: int, folder_ids: Sequence[int] | None = None
+    ) -> list[tuple[str, str]]:
+        """(text hash, text) of up to ``limit`` distinct texts still without a vector (of
+        chunks of ``folder_ids`` when given)."""
+        within, params = _in_folders(folder_ids)
         rows = self._conn.execute(
-            "SELECT text_hash, text FROM chunks WHERE vector IS NULL ORDER BY id LIMIT ?",
-            (limit,),
+            "SELECT c.text_hash, c.text FROM chunks c JOIN files x ON x.id = c.file_id"
+            f" WHERE c.vector IS NULL{within} ORDER BY c.id LIMIT ?",
+            (*params, limit),
         )
         return list(dict(rows.fetchall()).items())
 
@@ -350,15 +355,22 @@ class SqliteStore:
             )
             return conn.total_changes - before
 
-    def pending_count(self) -> int:
-        """Chunks still waiting for their vector."""
-        return int(
-            self._conn.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0]
-        )
+    def pending_count(self, folder_ids: Sequence[int] | None = None) -> int:
+        """Chunks still waiting for their vector (of ``folder_ids`` when given)."""
+        within, params = _in_folders(folder_ids)
+        row = self._conn.execute(
+            "SELECT count(*) FROM chunks c JOIN files x ON x.id = c.file_id"
+            f" WHERE c.vector IS NULL{within}",
+            params,
+        ).fetchone()
+        return int(row[0])
 
-    def pending_paths(self, limit: int) -> list[tuple[int, str]]:
-        """(file id, rel) of ok files without a path vector ([] in a read-only version 3)."""
-        return read_pending_paths(self._conn, limit)
+    def pending_paths(
+        self, limit: int, folder_ids: Sequence[int] | None = None
+    ) -> list[tuple[int, str]]:
+        """(file id, rel) of ok files without a path vector (of ``folder_ids`` when given;
+        [] in a read-only version 3)."""
+        return read_pending_paths(self._conn, limit, folder_ids)
 
     def set_path_vectors(self, file_ids: Sequence[int], vectors: FloatArray) -> None:
         """Store files' path vectors (int8; a zero row as an empty blob) in one commit."""
@@ -500,3 +512,14 @@ class SqliteStore:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+
+
+def _in_folders(folder_ids: Sequence[int] | None) -> tuple[str, tuple[int, ...]]:
+    """The condition `x.folder_id IN (...)` on the files joined as `x`, and its parameters
+    ("" for every folder). The unary `+` keeps the folder_id index out of the plan: the partial
+    index `chunks_pending` finds the few pending chunks, where the folder's index would read
+    every chunk of the folder."""
+    if folder_ids is None:
+        return "", ()
+    ids = tuple(int(i) for i in folder_ids)
+    return f" AND +x.folder_id IN ({', '.join('?' * len(ids))})", ids

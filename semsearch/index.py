@@ -412,11 +412,28 @@ class Index:
         rows: list[FolderInfo] = []
         for root in self.settings.roots:
             found = indexed.pop(os.path.realpath(root), None)
-            counts = (found.files, found.chunks, found.last_indexed) if found else (0, 0, None)
+            counts = (
+                (found.files, found.chunks, found.last_indexed, found.pending)
+                if found
+                else (0, 0, None, 0)
+            )
             rows.append(FolderInfo(root.name, root, True, *counts))
         for f in indexed.values():
-            rows.append(FolderInfo(f.name, Path(f.path), False, f.files, f.chunks, f.last_indexed))
+            counts = (f.files, f.chunks, f.last_indexed, f.pending)
+            rows.append(FolderInfo(f.name, Path(f.path), False, *counts))
         return rows
+
+    @_locked
+    def pending_vectors(self, folder: str | Path | None = None) -> int:
+        """Chunks searchable by words but still waiting for their vector (an index run stopped
+        after its first pass, or still under way), of ``folder`` (a name or path, resolved as
+        :meth:`search` does) or of the whole index: the vector arm cannot find them yet."""
+        if self._store is None and not self.settings.store_path.exists():
+            return 0
+        if folder is None:
+            return self._open().pending_count()
+        chosen = resolve_folder(folder, self.folders()).path
+        return self._open().pending_count(self._folder_ids([chosen]))
 
     def _folder_ids(self, roots: Sequence[Path]) -> list[int]:
         """The index's ids of these folders (a folder not in the index has none)."""

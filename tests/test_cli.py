@@ -714,6 +714,71 @@ def test_status_shows_chunks_waiting_for_vectors(
     assert code == 0 and "pending       2 chunks waiting for vectors" in out
 
 
+def test_search_and_status_say_how_many_chunks_wait_for_vectors(
+    capsys: pytest.CaptureFixture[str], project: Path, tmp_path: Path
+) -> None:
+    other = write_tree(tmp_path / "other", {"otters.md": "Sea otters hold hands asleep.\n"})
+    assert run(capsys, "add", str(project), str(other))[0] == 0
+    assert run(capsys, "index")[0] == 0
+    with sqlite3.connect(load_settings(os.environ).store_path) as conn:  # stopped after pass 1
+        conn.execute(
+            "UPDATE chunks SET vector = NULL"
+            " WHERE file_id IN (SELECT id FROM files WHERE rel = 'retry.py')"
+        )
+    note = "semsearch: 1 chunk has no vector yet: {}; run `semsearch index` to finish\n"
+    code, out, err = run(capsys, "search", "retry_with_backoff")
+    assert (code, err) == (0, note.format("results come from words alone for them"))
+    assert "retry.py:1" in out  # found by its words
+    code, out, err = run(capsys, "search", "retry_with_backoff", "--json")
+    assert err == note.format("results come from words alone for them")
+    assert json.loads(out)[0]["relPath"] == "retry.py"  # the JSON is still the list of hits
+    code, out, err = run(capsys, "search", "retry_with_backoff", "--mode", "vector")
+    assert err == note.format("vector mode cannot find them") and "retry.py" not in out
+    assert run(capsys, "search", "retry_with_backoff", "--mode", "bm25")[2] == ""
+    assert run(capsys, "search", "otters", "--folder", "other")[2] == ""  # none wait there
+    code, out, _ = run(capsys, "status")
+    assert "chunks        2\npending       1 chunk waiting for vectors\n" in out
+    assert "  1 file  2 skipped  0 errors  1 chunks (1 waiting for vectors)  last" in out
+    code, out, _ = run(capsys, "status", "--json")
+    status = json.loads(out)
+    assert (status["files"], status["chunks"], status["chunksPending"]) == (2, 2, 1)
+    assert status["model"]["dim"] == 384 and status["indexExists"] is True
+    first, second = status["folders"]
+    assert first == {
+        "name": "project",
+        "path": str(project),
+        "exists": True,
+        "configured": True,
+        "indexed": True,
+        "files": 1,
+        "skipped": 2,
+        "errors": 0,
+        "chunks": 1,
+        "chunksPending": 1,
+        "lastIndexed": first["lastIndexed"],
+        "changed": 0,
+    }
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", first["lastIndexed"])
+    assert (second["name"], second["chunksPending"]) == ("other", 0)
+    assert run(capsys, "index")[0] == 0
+    assert run(capsys, "search", "retry_with_backoff")[2] == ""
+
+
+def test_status_json_before_any_index(capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    run(capsys, "add", str(project))
+    code, out, _ = run(capsys, "status", "--json")
+    status = json.loads(out)
+    assert (code, status["indexExists"], status["model"], status["chunksPending"]) == (
+        0,
+        False,
+        None,
+        0,
+    )
+    assert [(f["name"], f["indexed"], f["lastIndexed"]) for f in status["folders"]] == [
+        ("project", False, None)
+    ]
+
+
 @pytest.mark.parametrize("variant", ["fp32", "int8"])
 def test_a_cold_search_uses_the_build_that_made_the_index(
     tmp_path: Path,

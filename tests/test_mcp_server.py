@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -325,6 +326,7 @@ def test_list_folders(client: Client, world: dict[str, Path], indexed: dict[str,
     assert folder["name"] == "shop" and folder["path"] == str(world["shop"])
     assert folder["exists"] and folder["configured"]
     assert folder["files"] >= 5 and folder["chunks"] >= folder["files"]
+    assert folder["chunksPending"] == 0
     assert payload["indexExists"]
 
 
@@ -758,7 +760,12 @@ def test_gather_hits_and_passages_are_structured(
         "endLine": last,
         "text": "\n".join(lines[first - 1 : last]),
     }
-    assert payload == {"results": [expected], "truncated": False, "indexing": False}
+    assert payload == {
+        "results": [expected],
+        "truncated": False,
+        "indexing": False,
+        "chunksPending": 0,
+    }
     assert f"```\n{expected['passage']['text']}\n```" in ok(client.call("gather", args))
     assert structured(
         client, "gather", {"query": "zzzz", "folder": "shop", "pathGlob": "*.nope"}
@@ -766,6 +773,7 @@ def test_gather_hits_and_passages_are_structured(
         "results": [],
         "truncated": False,
         "indexing": False,
+        "chunksPending": 0,
     }
 
 
@@ -928,6 +936,45 @@ def test_search_and_gather_bring_the_index_up_to_date_first(world: dict[str, Pat
     finally:
         session.close()
     assert "Traceback" not in (world["base"] / "fresh-server.log").read_text()
+
+
+def test_search_gather_and_list_folders_count_chunks_without_a_vector(
+    world: dict[str, Path],
+) -> None:
+    home = world["base"] / "pending-home"
+    home.mkdir()
+    notes = write_tree(
+        world["base"] / "pending-notes",
+        {"otters.md": "Sea otters hold hands.\n", "seals.md": "Harbour seals sleep on rocks.\n"},
+    )
+    env = {**server_env(home), "SS_MCP_AUTO_INDEX": "0"}
+    for argv in (["add", str(notes)], ["index"]):
+        subprocess.run([sys.executable, "-m", "semsearch", *argv], env=env, check=True)
+    index_file = home / ".local" / "share" / "semsearch" / "index.db"
+    with sqlite3.connect(index_file) as conn:  # a run stopped after its text pass
+        conn.execute(
+            "UPDATE chunks SET vector = NULL"
+            " WHERE file_id IN (SELECT id FROM files WHERE rel = 'otters.md')"
+        )
+    session = Client(env, world["base"], world["base"] / "pending-server.log")
+    try:
+        result = session.call("search", {"query": "otters holding hands"})
+        assert result.structured_content is not None
+        assert result.structured_content["chunksPending"] == 1
+        assert result.structured_content["results"][0]["relPath"] == "otters.md"  # by words
+        block = ok(session.call("gather", {"query": "otters holding hands"}))
+        assert block.startswith("_1 chunk not embedded yet: found by words only until an index")
+        folders = session.call("list_folders").structured_content
+        assert folders is not None
+        assert [(f["chunks"], f["chunksPending"]) for f in folders["folders"]] == [(2, 1)]
+        ok(session.call("index", {}))
+        result = session.call("search", {"query": "otters holding hands"})
+        assert result.structured_content is not None
+        assert result.structured_content["chunksPending"] == 0
+        assert ok(session.call("gather", {"query": "otters holding hands"})).startswith("### ")
+    finally:
+        session.close()
+    assert "Traceback" not in (world["base"] / "pending-server.log").read_text()
 
 
 def _is_exact(folder: Path, hit: dict[str, Any]) -> bool:

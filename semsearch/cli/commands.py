@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semsearch import __version__
-from semsearch.cli.output import Progress, print_hits, print_plan, print_report, print_status
+from semsearch.cli.output import (
+    Progress,
+    print_hits,
+    print_pending,
+    print_plan,
+    print_report,
+    print_status,
+)
 from semsearch.config import MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.process import configure_process
@@ -67,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("list", aliases=["ls"], help="list configured folders")
     sub.add_parser("config", help="show where config, index and model live")
-    sub.add_parser("status", help="folders, files, chunks, index size, model, changes")
+    status = sub.add_parser("status", help="folders, files, chunks, index size, model, changes")
+    status.add_argument("--json", action="store_true", help="print JSON")
     index = sub.add_parser("index", help="index configured folders (or PATH) incrementally")
     index.add_argument(
         "path",
@@ -272,7 +280,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         status = index.status()
     finally:
         index.close()
-    print_status(status)
+    print_status(status, args.json)
     return EXIT_OK
 
 
@@ -350,9 +358,11 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """``search QUERY``"""
     query = " ".join(args.query)
+    mode = args.mode or settings.default_mode
     index = _index(settings, one_shot=True)
     try:
         hits = index.search(query, k=args.k, folder=args.folder, glob=args.glob, mode=args.mode)
+        pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
     finally:
         index.close()
     if args.files_only:
@@ -364,8 +374,9 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     elif args.json:
         print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
     else:
-        uses_model = (args.mode or settings.default_mode) != "bm25"
+        uses_model = mode != "bm25"
         print_hits(hits, args.explain, query if args.explain and uses_model else None)
+    print_pending(pending, mode)
     return EXIT_OK
 
 

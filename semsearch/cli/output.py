@@ -100,8 +100,11 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "never"
 
 
-def print_status(status: Status) -> None:
+def print_status(status: Status, as_json: bool = False) -> None:
     """``status``: the index, then every configured or indexed folder."""
+    if as_json:
+        print(json.dumps(status.as_json(), indent=2, ensure_ascii=False))
+        return
     if status.exists:
         model = f"{status.model[0]} (dim {status.model[1]})" if status.model else "none yet"
         print(f"index         {status.index_path}  ({status.size_bytes / 1e6:.1f} MB)")
@@ -115,7 +118,7 @@ def print_status(status: Status) -> None:
         print(f"errors        {status.errors}")
         print(f"chunks        {status.chunks}")
         if status.chunks_pending:
-            print(f"pending       {status.chunks_pending} chunks waiting for vectors")
+            print(f"pending       {plural(status.chunks_pending, 'chunk')} waiting for vectors")
     for row in status.folders:
         info = row.info
         missing = "" if Path(info.path).is_dir() else "  (missing on disk)"
@@ -124,11 +127,27 @@ def print_status(status: Status) -> None:
         if not row.is_indexed:
             print("      not indexed yet: run `semsearch index`")
             continue
+        waiting = f" ({info.pending} waiting for vectors)" if info.pending else ""
         print(
             f"      {plural(info.files, 'file')}  {row.skipped} skipped  "
-            f"{plural(row.errors, 'error')}  {info.chunks} chunks  "
+            f"{plural(row.errors, 'error')}  {info.chunks} chunks{waiting}  "
             f"last indexed {_when(info.last_indexed)}  {row.changed} changed since"
         )
+
+
+def print_pending(count: int, mode: str) -> None:
+    """The stderr line of a search while chunks wait for their vector (``mode``: the search's),
+    so that results of the lexical arms alone are not taken for the final ones."""
+    if count == 0 or mode == "bm25":
+        return
+    have = "1 chunk has" if count == 1 else f"{count:,} chunks have"
+    effect = "results come from words alone for them"
+    if mode == "vector":
+        effect = "vector mode cannot find them"
+    print(
+        f"semsearch: {have} no vector yet: {effect}; run `semsearch index` to finish",
+        file=sys.stderr,
+    )
 
 
 def explain(hit: Hit) -> str:

@@ -30,6 +30,7 @@ class FolderInfo:
     files: int = 0
     chunks: int = 0
     last_indexed: float | None = None
+    pending: int = 0  # chunks still waiting for their vector
 
 
 def is_folder_name(target: str) -> bool:

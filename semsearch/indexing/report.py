@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,24 @@ class FolderStatus:
     skipped: int = 0
     errors: int = 0
 
+    def as_json(self) -> dict[str, Any]:
+        """One folder of ``status --json``."""
+        info = self.info
+        return {
+            "name": info.name,
+            "path": str(info.path),
+            "exists": info.path.is_dir(),
+            "configured": info.is_configured,
+            "indexed": self.is_indexed,
+            "files": info.files,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "chunks": info.chunks,
+            "chunksPending": info.pending,
+            "lastIndexed": utc_stamp(info.last_indexed),
+            "changed": self.changed,
+        }
+
 
 @dataclass(frozen=True)
 class Status:
@@ -108,6 +127,30 @@ class Status:
     def errors(self) -> int:
         """Files or folders that failed, as the last index run counted them."""
         return sum(f.errors for f in self.folders)
+
+    def as_json(self) -> dict[str, Any]:
+        """Machine-readable status (``status --json``)."""
+        model = None if self.model is None else {"id": self.model[0], "dim": self.model[1]}
+        return {
+            "indexPath": str(self.index_path),
+            "indexExists": self.exists,
+            "sizeBytes": self.size_bytes,
+            "model": model,
+            "files": self.files,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "chunks": self.chunks,
+            "chunksPending": self.chunks_pending,
+            "folders": [folder.as_json() for folder in self.folders],
+        }
+
+
+def utc_stamp(seconds: float | None) -> str | None:
+    """A time as ISO 8601 in UTC to the second, e.g. ``2026-12-01T08:54:03+00:00``; None for
+    none."""
+    if not seconds:
+        return None
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,15 @@ class HitJson(FileJson):
 IndexingFlag = Annotated[
     bool, Field(description="An index run is under way: recent changes may miss")
 ]
+PendingCount = Annotated[
+    int,
+    Field(
+        description=(
+            "Chunks (of the folder searched, else of the index) not embedded yet: found by "
+            "words only until an index run embeds them"
+        )
+    ),
+]
 
 
 class SearchOutput(TypedDict):
@@ -134,6 +143,7 @@ class SearchOutput(TypedDict):
     results: list[HitJson]
     truncated: Annotated[bool, Field(description="A text was cut at 4,000 characters")]
     indexing: NotRequired[IndexingFlag]
+    chunksPending: NotRequired[PendingCount]
 
 
 class PassageJson(TypedDict):
@@ -165,6 +175,7 @@ class GatherOutput(TypedDict):
         bool, Field(description="The 256 KiB cap dropped results or cut the first one")
     ]
     indexing: NotRequired[IndexingFlag]
+    chunksPending: NotRequired[PendingCount]
 
 
 class LinesOutput(FileJson):
@@ -206,6 +217,9 @@ class FolderJson(TypedDict):
     configured: Annotated[bool, Field(description="In the config (false: only in the index)")]
     files: Annotated[int, Field(description="Files indexed")]
     chunks: Annotated[int, Field(description="Chunks indexed")]
+    chunksPending: Annotated[
+        int, Field(description="Chunks not embedded yet (found by words only until then)")
+    ]
     lastIndexed: NotRequired[Annotated[str, Field(description="End of the last full run (UTC)")]]
 
 
@@ -327,6 +341,7 @@ def folder_json(folder: FolderInfo) -> dict[str, Any]:
         "configured": folder.is_configured,
         "files": folder.files,
         "chunks": folder.chunks,
+        "chunksPending": folder.pending,
     }
     if folder.last_indexed:
         stamp = datetime.fromtimestamp(folder.last_indexed, tz=timezone.utc)

@@ -74,6 +74,7 @@ from semsearch.search.hits import Hit
 
 logger = logging.getLogger("semsearch.mcp")
 INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
+PENDING_NOTE = "_{count} not embedded yet: found by words only until an index run embeds them._\n\n"
 
 INDEX_LOCK_WAIT = 10.0
 
@@ -163,12 +164,16 @@ class Tools:
 
         Returns the best chunks with their absolute path, folder, relative path, 1-based
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
+        chunksPending counts chunks not embedded yet, found by words only until then.
         """
         index, indexing = self._fresh(self.settings())
         hits = self._search(index, query, k, folder, pathGlob)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
-        return _json({"results": results, "truncated": cut, "indexing": indexing})
+        pending = index.pending_vectors(folder or None)
+        return _json(
+            {"results": results, "truncated": cut, "indexing": indexing, "chunksPending": pending}
+        )
 
     @_reported
     def gather(
@@ -191,8 +196,13 @@ class Tools:
         index, indexing = self._fresh(self.settings())
         hits = self._search(index, query, k, folder, pathGlob)
         gathered = index.gather(hits, contextLines or 0)
-        payload = {**gather_json(gathered), "indexing": indexing}
-        return _structured((INDEXING_NOTE if indexing else "") + gathered.text, payload)
+        pending = index.pending_vectors(folder or None)
+        payload = {**gather_json(gathered), "indexing": indexing, "chunksPending": pending}
+        notes = INDEXING_NOTE if indexing else ""
+        if pending:
+            chunks = "1 chunk" if pending == 1 else f"{pending:,} chunks"
+            notes += PENDING_NOTE.format(count=chunks)
+        return _structured(notes + gathered.text, payload)
 
     @_reported
     def list_folders(self) -> Annotated[CallToolResult, FoldersOutput]:

@@ -29,6 +29,7 @@ class Folder:
     last_indexed: float | None
     files: int
     chunks: int
+    pending: int = 0  # chunks still waiting for their vector
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ class Store(Protocol):
         """The id of the folder at the absolute ``path``, adding it (called ``name``) if new."""
 
     def folders(self) -> list[Folder]:
-        """Every folder in the index with its ok-file and chunk counts, sorted by path."""
+        """Every folder in the index with its ok-file, chunk and pending-chunk counts, sorted
+        by path."""
 
     def file_states(self, folder_id: int) -> dict[str, FileState]:
         """rel → state of every file remembered under a folder, whatever its status."""

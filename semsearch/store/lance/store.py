@@ -71,6 +71,7 @@ try:  # the sibling modules import lancedb and pyarrow too
         FILES,
         FOLDERS,
         META,
+        PENDING,
         TableRows,
         VectorColumns,
         add_hash_columns,
@@ -242,14 +243,18 @@ class LanceStore(VectorColumns, PathVectors):
         return folder_id
 
     def folders(self) -> list[Folder]:
-        """Every folder in the index with file and chunk counts."""
-        return folder_records(self._folder_rows(), self._file_rows(), self._chunks_per_file())
+        """Every folder in the index with file, chunk and pending-chunk counts."""
+        pending = self._chunks_per_file(PENDING) if self.has_flags() else {}
+        return folder_records(
+            self._folder_rows(), self._file_rows(), self._chunks_per_file(), pending
+        )
 
-    def _chunks_per_file(self) -> dict[int, int]:
+    def _chunks_per_file(self, where: str | None = None) -> dict[int, int]:
         chunks = self._chunk_table()
         if chunks is None:
             return {}
-        column = chunks.search().select(["file_id"]).limit(None).to_arrow()["file_id"]
+        query = chunks.search().select(["file_id"]).limit(None)
+        column = (query if where is None else query.where(where)).to_arrow()["file_id"]
         counts = pa.compute.value_counts(column).to_pylist()
         return {item["values"]: item["counts"] for item in counts}
 

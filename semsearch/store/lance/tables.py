@@ -193,14 +193,18 @@ def folder_records(
     folders: dict[int, dict[str, Any]],
     files: dict[int, dict[str, Any]],
     per_file: dict[int, int],
+    pending_per_file: dict[int, int],
 ) -> list[Folder]:
-    """The folders table's rows as records, with their ok files and chunks counted."""
+    """The folders table's rows as records, with their ok files, chunks and chunks without a
+    vector counted."""
     ok_files: dict[int, int] = {}
     chunk_counts: dict[int, int] = {}
+    pending: dict[int, int] = {}
     for file in files.values():
         folder_id = file["folder_id"]
         ok_files[folder_id] = ok_files.get(folder_id, 0) + (file["status"] == "ok")
         chunk_counts[folder_id] = chunk_counts.get(folder_id, 0) + per_file.get(file["id"], 0)
+        pending[folder_id] = pending.get(folder_id, 0) + pending_per_file.get(file["id"], 0)
     result = [
         Folder(
             row["id"],
@@ -209,6 +213,7 @@ def folder_records(
             row["last_indexed"],
             ok_files.get(row["id"], 0),
             chunk_counts.get(row["id"], 0),
+            pending.get(row["id"], 0),
         )
         for row in folders.values()
     ]

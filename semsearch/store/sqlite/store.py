@@ -233,12 +233,15 @@ class SqliteStore:
             return int(cursor.lastrowid or 0)
 
     def folders(self) -> list[Folder]:
-        """Every folder in the index with file and chunk counts."""
+        """Every folder in the index with file, chunk and pending-chunk counts."""
         rows = self._conn.execute(
             "SELECT f.id, f.path, f.name, f.last_indexed,"
             " (SELECT count(*) FROM files WHERE folder_id = f.id AND status = 'ok'),"
             " (SELECT count(*) FROM chunks c JOIN files x ON x.id = c.file_id"
-            "   WHERE x.folder_id = f.id)"
+            "   WHERE x.folder_id = f.id),"
+            # the pending chunks by the partial index chunks_pending (see _in_folders)
+            " (SELECT count(*) FROM chunks c JOIN files x ON x.id = c.file_id"
+            "   WHERE c.vector IS NULL AND +x.folder_id = f.id)"
             " FROM folders f ORDER BY f.path"
         ).fetchall()
         return [Folder(*row) for row in rows]

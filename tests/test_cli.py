@@ -518,38 +518,118 @@ class TtyBuffer(io.StringIO):
         return self.getvalue().rsplit("\r\x1b[2K", 1)[-1]
 
 
+VECTORS = FileEvent("vectors", "384 of 3000", "embedded", 384, 3000, 384)
+
+
 @pytest.mark.parametrize(
-    ("width", "eta", "line"),
+    ("event", "width", "eta", "rate", "line"),
     [
-        (0, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
-        (-1, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
-        (80, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
-        (48, None, "  project  3/10 · 42 chunks · src/deep/retry.py"),
-        (47, None, "  project  3/10 · 42 chunks · …c/deep/retry.py"),
-        (40, None, "  project  3/10 · 42 chunks · …retry.py"),
-        (20, None, "  project  3/10 · 4"),
-        (0, 65.4, "  project  3/10 · 42 chunks · ETA 1m05s · src/deep/retry.py"),
-        (0, 7322, "  project  3/10 · 42 chunks · ETA 2h02m · src/deep/retry.py"),
+        (EVENT, 0, None, None, "  project  3/10 files · 42 chunks · src/deep/retry.py"),
+        (EVENT, -1, None, None, "  project  3/10 files · 42 chunks · src/deep/retry.py"),
+        (EVENT, 80, None, None, "  project  3/10 files · 42 chunks · src/deep/retry.py"),
+        (EVENT, 54, None, None, "  project  3/10 files · 42 chunks · src/deep/retry.py"),
+        (EVENT, 53, None, None, "  project  3/10 files · 42 chunks · …c/deep/retry.py"),
+        (EVENT, 46, None, None, "  project  3/10 files · 42 chunks · …retry.py"),
+        (EVENT, 20, None, None, "  project  3/10 fil"),
+        (
+            EVENT,
+            0,
+            65.4,
+            2.5,
+            "  project  3/10 files · 42 chunks · 2.5 files/s · ETA 1m05s · src/deep/retry.py",
+        ),
+        (EVENT, 0, 7322, None, "  project  3/10 files · 42 chunks · ETA 2h02m · src/deep/retry.py"),
+        (VECTORS, 0, None, None, "  vectors  384/3000"),
+        (VECTORS, 0, 124, 21.4, "  vectors  384/3000 · 21/s · ETA 2m04s"),
+        (VECTORS, 24, 124, 21.4, "  vectors  384/3000 · 2"),
     ],
 )
 def test_progress_line_fits_the_width_and_keeps_the_end_of_the_path(
-    width: int, eta: float | None, line: str
+    event: FileEvent, width: int, eta: float | None, rate: float | None, line: str
 ) -> None:
-    assert progress_line(EVENT, width, eta) == line
+    assert progress_line(event, width, eta, rate) == line
     assert width < 1 or len(line) <= width - 1
 
 
-def test_progress_shows_each_written_chunk_count_and_an_eta() -> None:
+def draw(progress: Progress, now: list[float], at: float, *events: FileEvent) -> None:
+    """Send events at one moment of the fake clock."""
+    now[0] = at
+    for event in events:
+        progress(event)
+
+
+def test_progress_shows_each_written_chunk_count_and_the_end_of_each_pass() -> None:
     now = [100.0]
     stream = TtyBuffer()
     progress = Progress(stream, verbose=False, columns=lambda: 0, clock=lambda: now[0])
-    for done, chunks in ((1, 0), (2, 0), (3, 4), (4, 9)):  # one burst: the clock stands still
-        progress(FileEvent("docs", f"f{done}.md", "indexed", done, 20, chunks))
-    assert stream.getvalue().count("\r\x1b[2K") == 3  # not f2.md: no new chunks, too soon
-    assert stream.last_line() == "  docs  4/20 · 9 chunks · f4.md"
-    now[0] = 102.0  # 5 files in 2 s: 15 more take 6 s
-    progress(FileEvent("docs", "f5.md", "indexed", 5, 20, 9))
-    assert stream.last_line() == "  docs  5/20 · 9 chunks · ETA 6s · f5.md"
+    for done, chunks in ((1, 0), (2, 0), (3, 4), (4, 9), (5, 9)):  # one burst: no time passes
+        progress(FileEvent("docs", f"f{done}.md", "indexed", done, 5, chunks))
+    frames = stream.getvalue().split("\r\x1b[2K")[1:]
+    assert frames == [  # not f2.md: no new chunks, too soon; f5.md ends the pass
+        "  docs  1/5 files · 0 chunks · f1.md",
+        "  docs  3/5 files · 4 chunks · f3.md",
+        "  docs  4/5 files · 9 chunks · f4.md",
+        "  docs  5/5 files · 9 chunks · f5.md",
+    ]
+
+
+def test_progress_eta_covers_the_whole_run_once_it_can() -> None:
+    now = [0.0]
+    stream = TtyBuffer()
+    progress = Progress(stream, verbose=False, columns=lambda: 0, clock=lambda: now[0])
+    draw(progress, now, 0.0, FileEvent("docs", "a.md", "indexed", 1, 20, 10))
+    draw(progress, now, 2.0, FileEvent("docs", "e.md", "indexed", 5, 20, 50))
+    # chunks were written and the model's speed is not known yet: no ETA rather than the
+    # ETA of the files alone
+    assert stream.last_line() == "  docs  5/20 files · 50 chunks · 2.5 files/s · e.md"
+    draw(progress, now, 8.0, FileEvent("docs", "t.md", "indexed", 20, 20, 200))
+    draw(progress, now, 8.0, FileEvent("vectors", "", "embedding", 0, 220, 0))
+    assert stream.last_line() == "  vectors  0/220"
+    draw(progress, now, 18.0, FileEvent("vectors", "100 of 220", "embedded", 100, 220, 100))
+    assert stream.last_line() == "  vectors  100/220 · 10/s · ETA 12s"
+    draw(progress, now, 30.0, FileEvent("vectors", "220 of 220", "embedded", 220, 220, 200))
+    assert stream.last_line() == "  vectors  220/220 · 10/s · ETA 0s"
+    # the next run of index --watch: the files left, then their chunks at the model's speed
+    draw(progress, now, 40.0, FileEvent("docs", "a.md", "indexed", 1, 10, 5))
+    draw(progress, now, 42.0, FileEvent("docs", "e.md", "indexed", 5, 10, 22))
+    # 5 files in 2 s: 5 more take 2 s; 22 chunks so far, 44 in all, at 10 a second: 4.4 s
+    assert stream.last_line() == "  docs  5/10 files · 22 chunks · 2.5 files/s · ETA 6s · e.md"
+
+
+def test_progress_of_a_run_with_nothing_to_embed_has_the_eta_of_its_files() -> None:
+    now = [0.0]
+    stream = TtyBuffer()
+    progress = Progress(stream, verbose=False, columns=lambda: 0, clock=lambda: now[0])
+    draw(progress, now, 0.0, FileEvent("docs", "a.md", "unchanged", 1, 40, 0))
+    draw(progress, now, 2.0, FileEvent("docs", "j.md", "unchanged", 10, 40, 0))
+    assert stream.last_line() == "  docs  10/40 files · 0 chunks · 5.0 files/s · ETA 6s · j.md"
+    draw(progress, now, 2.0, FileEvent("vectors", "", "embedding", 0, 0, 0))
+    assert stream.last_line() == "  docs  10/40 files · 0 chunks · 5.0 files/s · ETA 6s · j.md"
+
+
+def test_the_live_line_ends_each_pass_on_the_counts_of_the_summary(project: Path) -> None:
+    stream = TtyBuffer()
+    progress = Progress(stream, verbose=False, columns=lambda: 0, clock=lambda: 0.0)
+    index = Index(load_settings(os.environ), embedder=HashEmbedder())
+    try:
+        first = index.update([project], on_event=progress)
+        frames = stream.getvalue().split("\r\x1b[2K")[1:]
+        second = index.update([project], on_event=progress)
+    finally:
+        index.close()
+    (folder,) = first.folders
+    paths = folder.files + folder.skipped + len(folder.problems)
+    assert (folder.files, folder.skipped, folder.chunks, paths) == (1, 2, 1, 3)
+    assert frames[-4:] == [
+        f"  project  {paths}/{paths} files · 1 chunk · retry.py",
+        "  vectors  0/2",  # the one chunk, and retry.py's path
+        "  vectors  1/2",
+        "  vectors  2/2",
+    ]
+    (folder,) = second.folders
+    assert (folder.unchanged, folder.skipped) == (1, 2)
+    last = stream.getvalue().split("\r\x1b[2K")[-1]
+    assert last == f"  project  {paths}/{paths} files · 0 chunks · retry.py"
 
 
 def test_progress_line_on_a_pty_of_zero_columns_keeps_the_whole_path(project: Path) -> None:
@@ -573,7 +653,7 @@ def test_progress_line_on_a_pty_of_zero_columns_keeps_the_whole_path(project: Pa
     os.close(primary)
     assert proc.wait(timeout=300) == 0
     text = received.decode()
-    assert "\r\x1b[2K  project  1/1 · 1 chunk · " in text  # the ETA may come between
+    assert "\r\x1b[2K  project  3/3 files · 1 chunk · " in text  # a rate may come between
     assert " · retry.py\r\x1b[2K" in text
 
 

@@ -525,13 +525,49 @@ def test_the_second_pass_reports_each_batch_after_every_file_event(
 ) -> None:
     events: list[FileEvent] = []
     report = index.update([folder], on_event=events.append)
-    actions = [event.action for event in events]
-    first_batch = actions.index("embedded")
-    assert first_batch == len(actions) - actions.count("embedded") and first_batch >= 3
-    last = events[-1]
-    second = 3 - probed(settings)
-    assert (last.done, last.total, last.detail) == (second, second, "0 chunks waiting for vectors")
+    assert [(e.action, e.done, e.total) for e in events[:3]] == [
+        ("indexed", n, 3) for n in (1, 2, 3)
+    ]
+    chunks = 3 - probed(settings)  # waiting for their vector: the pass also makes 3 path vectors
+    start, *batches = events[3:]
+    assert (start.folder, start.action, start.done, start.total) == (
+        "vectors",
+        "embedding",
+        0,
+        chunks + 3,
+    )
+    assert [(e.action, e.done, e.total, e.chunks, e.detail) for e in batches] == [
+        ("embedded", chunks, chunks + 3, chunks, "0 chunks waiting for vectors"),
+        ("embedded", chunks + 3, chunks + 3, chunks, "3 file paths"),  # documents: no model
+    ]
     assert report.chunks_embedded == 3
+
+
+def test_every_path_of_a_listing_is_one_event_counted_as_the_summary_counts(
+    index: Index, tmp_path: Path
+) -> None:
+    root = write_tree(
+        tmp_path / "mixed",
+        {
+            "a.md": "alpha\n",
+            "empty.md": "",
+            "image.png": b"\x89PNG\x00",
+            ".indexignore": "ignored.md\n",
+            "ignored.md": "never read\n",
+            "gone.md": "soon deleted\n",
+        },
+    )
+    index.update([root])
+    (root / "gone.md").unlink()
+    (root / "new.md").write_text("new words\n")
+    events: list[FileEvent] = []
+    (report,) = index.update([root], on_event=events.append).folders
+    settled = [e for e in events if e.action not in ("deleted", "embedding", "embedded")]
+    paths = report.files + report.skipped + len(report.problems)
+    assert [e.done for e in settled] == list(range(1, paths + 1))
+    assert {e.total for e in settled} == {paths}
+    assert [e.rel for e in events if e.action == "deleted"] == ["gone.md"]
+    assert (report.indexed, report.unchanged, report.deleted) == (1, 2, 1)  # + .indexignore
 
 
 def test_watch_indexes_again_when_a_file_changes_until_stopped(index: Index, folder: Path) -> None:

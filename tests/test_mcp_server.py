@@ -249,6 +249,8 @@ def test_index_tool_reports_progress_and_summary(indexed: dict[str, Any]) -> Non
     assert [folder["name"] for folder in summary["folders"]] == ["shop"]
     done = [event[0] for event in indexed["progress"]]
     assert done and done == sorted(set(done))
+    last_done, last_total, message = indexed["progress"][-1]
+    assert last_done == last_total and re.fullmatch(r"vectors: (\d+)/\1", message or "")
 
 
 def test_search_returns_absolute_paths_and_exact_lines(

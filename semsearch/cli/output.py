@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
     from semsearch.search.hits import Hit
 
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
-ETA_AFTER = 1.0  # seconds of indexing before the rate is trusted for an ETA
+ETA_AFTER = 1.0  # seconds of a pass before its rate is trusted for an ETA
+VECTOR_ACTIONS = ("embedding", "embedded")  # the events of the second pass (FileEvent)
 
 
 def plural(count: int, word: str) -> str:
@@ -216,16 +217,33 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def progress_line(event: FileEvent, width: int, eta: float | None = None) -> str:
+def _rate(per_second: float) -> str:
+    return f"{per_second:.0f}" if per_second >= 10 else f"{per_second:.1f}"
+
+
+def progress_line(
+    event: FileEvent, width: int, eta: float | None = None, rate: float | None = None
+) -> str:
     """The live line for an event, at most ``width - 1`` characters (the cursor stays on the
     line); a ``width`` below 1 (a terminal that reports no size) means no limit.
 
-    ``  folder  12/340 · 57 chunks · ETA 1m05s · path/of/the/file.py``; a path too long for the
-    width keeps its end.
+    While files are read, ``  folder  12/340 files · 57 chunks · 31 files/s · ETA 1m05s ·
+    path/of/the/file.py`` (a path too long for the width keeps its end); while vectors are
+    made, ``  vectors  384/3000 · 21/s · ETA 2m04s``. ``rate`` per second; no rate or ETA
+    when they are None.
     """
-    head = f"  {event.folder}  {event.done}/{event.total} · {plural(event.chunks, 'chunk')} · "
+    vectors = event.action in VECTOR_ACTIONS
+    parts = [f"  {event.folder}  {event.done}/{event.total}" + ("" if vectors else " files")]
+    if not vectors:
+        parts.append(plural(event.chunks, "chunk"))
+    if rate is not None:
+        parts.append(_rate(rate) + ("/s" if vectors else " files/s"))
     if eta is not None:
-        head += f"ETA {_duration(eta)} · "
+        parts.append(f"ETA {_duration(eta)}")
+    if vectors:
+        line = " · ".join(parts)
+        return line if width < 1 else line[: width - 1]
+    head = " · ".join(parts) + " · "
     name = event.rel
     if width < 1:
         return head + name
@@ -253,6 +271,12 @@ def terminal_columns(stream: TextIO) -> int:
 class Progress:
     """One live status line on a TTY; with ``verbose`` a line per file (not the unchanged ones).
 
+    The line follows the run's two passes: each folder's files, then the vectors. Its ETA is
+    for the whole run, so it is shown only when it can be: in the vector pass from that pass's
+    rate; while files are read, when no chunk was written yet (nothing to embed after), or
+    with the vector rate of an earlier run of this process (``index --watch``). The last event
+    of each pass is always drawn, so the line ends on the summary's counts.
+
     ``show_errors`` prints error events too; leave it off when the summary lists them, so each
     error is printed once. ``columns`` and ``clock`` are seams for tests.
     """
@@ -273,32 +297,67 @@ class Progress:
         self._clock = clock
         self._started = clock()
         self._drawn: tuple[float, int] = (float("-inf"), -1)  # when, and the chunks shown
-        self._folder = ""
+        self._pass = ""  # "vectors", or the folder whose files are read
+        self._written = 0  # chunks written by the run's earlier folders
+        self._chunks = 0  # chunks written in the folder being read, as last heard
+        self._vector_rate: float | None = None  # vectors per second, once measured
 
     def __call__(self, event: FileEvent) -> None:
-        shown = event.action != "unchanged" and (event.action != "error" or self._show_errors)
-        if self._verbose and shown:
+        vectors = event.action in VECTOR_ACTIONS
+        hidden = ("unchanged", "embedding") + (() if self._show_errors else ("error",))
+        if self._verbose and event.action not in hidden:
             self.clear()
             detail = f"  ({event.detail})" if event.detail else ""
             print(f"  {event.action:<9} {event.folder}/{event.rel}{detail}", file=self._stream)
         if not self._live:
             return
         now = self._clock()
-        if event.folder != self._folder:  # the rate is per folder
-            self._folder, self._started = event.folder, now
+        self._begin("vectors" if vectors else event.folder, now)
+        if not vectors:
+            self._chunks = event.chunks
+        if event.total == 0:
+            return  # an empty folder, or nothing to embed
         at, chunks = self._drawn
-        # Written chunks arrive in bursts (one event per file after each embedding batch): draw
-        # each, so the line never stops on a stale count.
-        if now - at < PROGRESS_INTERVAL and event.chunks == chunks:
+        # Written chunks arrive in bursts (one event per file after each write): draw each, so
+        # the line never stops on a stale count; and the end of a pass.
+        if now - at < PROGRESS_INTERVAL and event.chunks == chunks and event.done < event.total:
             return
         self._drawn = (now, event.chunks)
-        elapsed = now - self._started
-        eta = None
-        if elapsed >= ETA_AFTER and event.done > 0:
-            eta = (event.total - event.done) * elapsed / event.done
-        line = progress_line(event, self._columns(), eta)
+        rate, eta = self._estimate(event, vectors, now - self._started)
+        line = progress_line(event, self._columns(), eta, rate)
         self._stream.write("\r\x1b[2K" + line)
         self._stream.flush()
+
+    def _begin(self, name: str, now: float) -> None:
+        """A new pass (a folder, or the vectors) starts its own clock and draws at once."""
+        if name == self._pass:
+            return
+        if self._pass == "vectors":
+            self._written = 0  # the vectors ended a run: the next event starts another
+        elif self._pass:
+            self._written += self._chunks
+        self._pass, self._started, self._chunks = name, now, 0
+        self._drawn = (float("-inf"), -1)
+
+    def _estimate(
+        self, event: FileEvent, vectors: bool, elapsed: float
+    ) -> tuple[float | None, float | None]:
+        """(rate, ETA of the whole run) once the rate is trusted, else (None, None); the ETA is
+        None when it cannot cover the rest of the run."""
+        if elapsed < ETA_AFTER or event.done <= 0:
+            return None, None
+        rate = event.done / elapsed
+        left = (event.total - event.done) / rate
+        if vectors:
+            self._vector_rate = rate
+            return rate, left
+        written = self._written + event.chunks
+        if written == 0:
+            return rate, left
+        if self._vector_rate is None:
+            return rate, None
+        coming = self._written + event.chunks * event.total / event.done  # as read so far
+        return rate, left + coming / self._vector_rate
 
     def clear(self) -> None:
         """Erase the live line."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ from semsearch.text.chunking import ChunkSettings, chunk_text
 FLUSH_CHUNKS = 256  # chunks per first-pass write
 EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
 
-Action = Literal["indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedded"]
+Action = Literal[
+    "indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedding", "embedded"
+]
 
 # Why a file unchanged since the run that skipped it is skipped again (by its stored status).
 STORED_SKIP_REASONS = {
@@ -76,8 +79,19 @@ class Problem:
 
 @dataclass(frozen=True)
 class FileEvent:
-    """Progress: one file handled (``done`` of ``total`` in the folder), or, with action
-    ``embedded``, one batch of vectors (see :meth:`Indexer.embed_pending`)."""
+    """Progress of an index run, in two passes.
+
+    The first pass sends one event per path of a folder's listing, once its outcome is final
+    (``indexed`` when its chunks are written, ``unchanged``, ``touched``, ``skipped`` or
+    ``error``): ``done`` of ``total`` paths, so the last event of a folder has ``done ==
+    total`` = its files + skipped + errors of the summary; ``chunks`` written in the folder so
+    far. ``deleted`` events (files gone from disk) are not among them.
+
+    The second pass (folder ``vectors``, see :meth:`Indexer.embed_pending`) starts with one
+    ``embedding`` event whose ``total`` is what the run will embed: the chunks waiting for a
+    vector and the file paths waiting for theirs; each batch then sends ``embedded`` with
+    ``done`` of them made and ``chunks`` the chunks among them.
+    """
 
     folder: str
     rel: str
@@ -124,10 +138,10 @@ class _Run:
     unchanged: int = 0
     skipped: int = 0
     chunks: int = 0
-    done: int = 0
+    done: int = 0  # paths of the listing whose outcome is final (see FileEvent)
     processed: int = 0
     problems: list[Problem] = field(default_factory=list)
-    pending: list[tuple[FileWrite, int]] = field(default_factory=list)
+    pending: list[FileWrite] = field(default_factory=list)
     pending_chunks: int = 0
     touches: list[tuple[int, int]] = field(default_factory=list)
 
@@ -167,10 +181,16 @@ class Indexer:
 
     def embed_pending(self, folder_ids: Sequence[int] | None = None) -> int:
         """The second pass: embed the chunks that have no vector (of ``folder_ids``, else of
-        the whole index) and then the paths of their files; returns texts embedded. Each batch
-        is one ``embedded`` event: ``done`` texts embedded of ``total`` (done + still pending),
-        folder ``vectors``."""
-        embedded = 0
+        the whole index) and then the paths of their files; returns texts embedded.
+
+        Events (folder ``vectors``, see :class:`FileEvent`): ``embedding`` with what the pass
+        will make, chunk vectors and path vectors; then one ``embedded`` per batch, ``done`` of
+        ``total``. A text that several chunks share is embedded once and counts for each."""
+        waiting = self._store.pending_count(folder_ids)
+        paths = len(self._store.pending_paths(sys.maxsize, folder_ids))  # all: only a count
+        total = waiting + paths
+        self._on_event(FileEvent("vectors", "", "embedding", 0, total, 0))
+        embedded = chunks = 0
         while batch := self._store.pending_texts(EMBED_BATCH, folder_ids):
             hashes, texts = zip(*batch, strict=True)
             vectors = self._embedder.embed(texts)
@@ -180,18 +200,22 @@ class Indexer:
             embedded += len(texts)
             self.embedded += len(texts)
             pending = self._store.pending_count(folder_ids)
-            total, detail = embedded + pending, f"{pending} chunks waiting for vectors"
-            where = f"{embedded} of {total}"
+            chunks = max(waiting - pending, 0)
+            detail = f"{pending} chunks waiting for vectors"
             self._on_event(
-                FileEvent("vectors", where, "embedded", embedded, total, embedded, detail)
+                FileEvent(
+                    "vectors", f"{chunks} of {total}", "embedded", chunks, total, chunks, detail
+                )
             )
-        self._embed_paths(folder_ids)
+        self._embed_paths(folder_ids, chunks, total)
         return embedded
 
-    def _embed_paths(self, folder_ids: Sequence[int] | None) -> None:
+    def _embed_paths(self, folder_ids: Sequence[int] | None, done: int, total: int) -> None:
         """Embed the rel paths of files that have no path vector (the ranking's path term):
         one short text per new or moved code file. Documents get a zero vector without the
-        model: search gives them no path term (``filetype.is_prose``)."""
+        model: search gives them no path term (``filetype.is_prose``). ``done`` of ``total``:
+        the second pass's count before the paths, for the ``embedded`` events."""
+        chunks = done
         while batch := self._store.pending_paths(EMBED_BATCH, folder_ids):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
@@ -208,6 +232,11 @@ class Indexer:
             self._store.set_path_vectors(file_ids, vectors)
             if self._store.pending_paths(1, folder_ids)[:1] == batch[:1]:
                 break  # nothing took them (cannot happen with a consistent store): stop
+            done += len(batch)
+            detail = f"{len(batch)} file paths"
+            self._on_event(
+                FileEvent("vectors", f"{done} of {total}", "embedded", done, total, chunks, detail)
+            )
 
     def _ensure_model(self, text: str) -> None:
         """Record the model before the first chunks are written if the store needs it (LanceDB:
@@ -246,7 +275,9 @@ class Indexer:
         run.problems.extend(Problem(str(root / p.rel), p.reason) for p in listing.errors)
         for skip in listing.skipped:
             run.skipped += 1
-            self._emit(name, skip.rel, "skipped", run, len(listing.files), skip.reason)
+            self._emit(name, skip.rel, "skipped", run, skip.reason)
+        for error in listing.errors:
+            self._emit(name, error.rel, "error", run, error.reason)
         truncated = self._process(run, name, force, max_files)
         self._flush(run, name)
         deleted = self._prune(run, name)
@@ -269,24 +300,21 @@ class Indexer:
         )
 
     def _process(self, run: _Run, name: str, force: bool, max_files: int | None) -> bool:
-        total = len(run.listing.files)
         for entry in run.listing.files:
             state = run.states.get(entry.rel)
             if not force and state is not None and _is_fresh(state, entry):
-                run.done += 1
                 if state.status == "ok":
                     run.unchanged += 1
-                    self._emit(name, entry.rel, "unchanged", run, total)
+                    self._emit(name, entry.rel, "unchanged", run)
                 else:  # still empty, binary or too large: counted as skipped again
                     run.skipped += 1
                     reason = STORED_SKIP_REASONS.get(state.status, state.status)
-                    self._emit(name, entry.rel, "skipped", run, total, reason)
+                    self._emit(name, entry.rel, "skipped", run, reason)
                 continue
             if max_files is not None and run.processed >= max_files:
                 return True
             run.processed += 1
             self._prepare(run, entry, state, force, name)
-            run.done += 1
             if run.pending_chunks >= FLUSH_CHUNKS:
                 self._flush(run, name)
         return False
@@ -294,7 +322,6 @@ class Indexer:
     def _prepare(
         self, run: _Run, entry: FileEntry, state: FileState | None, force: bool, name: str
     ) -> None:
-        total = len(run.listing.files)
         try:
             data = read_file_bytes(entry, self._settings.ignore)
         except OSError as exc:
@@ -307,7 +334,7 @@ class Indexer:
         if not force and state is not None and state.sha256 == digest and state.status == "ok":
             run.touches.append((state.id, entry.mtime_ns))
             run.unchanged += 1
-            self._emit(name, entry.rel, "touched", run, total)
+            self._emit(name, entry.rel, "touched", run)
             return
         extracted, status, reason = text_of(entry.rel, data, self._settings.max_text_size)
         if extracted is None:
@@ -343,7 +370,7 @@ class Indexer:
             extracted.kind,
             records,
         )
-        run.pending.append((write, run.done))
+        run.pending.append(write)
         run.pending_chunks += len(records)
 
     def _records(
@@ -378,13 +405,13 @@ class Indexer:
     ) -> None:
         """Remember a file that yields no chunks (its old chunks go)."""
         write = FileWrite(run.folder_id, entry.rel, entry.mtime_ns, entry.size, digest, status, "")
-        run.pending.append((write, run.done))
+        run.pending.append(write)
         if status == "error":
             run.problems.append(Problem(str(entry.path), reason))
         else:
             run.skipped += 1
         action: Action = "error" if status == "error" else "skipped"
-        self._emit(name, entry.rel, action, run, len(run.listing.files), f"{status}: {reason}")
+        self._emit(name, entry.rel, action, run, f"{status}: {reason}")
 
     def _flush(self, run: _Run, name: str) -> None:
         if run.touches:
@@ -392,7 +419,7 @@ class Indexer:
             run.touches.clear()
         if not run.pending:
             return
-        writes = [write for write, _ in run.pending]
+        writes = run.pending
         first = next((w.chunks[0].text for w in writes if w.chunks), None)
         if first is not None:
             self._ensure_model(first)
@@ -404,15 +431,8 @@ class Indexer:
             if write.chunks:
                 run.indexed += 1
                 run.chunks += len(write.chunks)
-                self._emit(
-                    name,
-                    write.rel,
-                    "indexed",
-                    run,
-                    len(run.listing.files),
-                    f"{len(write.chunks)} chunks",
-                )
-        run.pending.clear()
+                self._emit(name, write.rel, "indexed", run, f"{len(write.chunks)} chunks")
+        run.pending = []
         run.pending_chunks = 0
 
     def _prune(self, run: _Run, name: str) -> int:
@@ -422,12 +442,14 @@ class Indexer:
         kept = {entry.rel for entry in listing.files} | {p.rel for p in listing.errors}
         gone = [rel for rel in run.states if rel not in kept and not listing.is_unreadable(rel)]
         for rel in gone:
-            self._emit(name, rel, "deleted", run, len(run.listing.files))
+            self._emit(name, rel, "deleted", run)
         return self._store.delete_files(run.folder_id, gone)
 
-    def _emit(
-        self, name: str, rel: str, action: Action, run: _Run, total: int, detail: str = ""
-    ) -> None:
+    def _emit(self, name: str, rel: str, action: Action, run: _Run, detail: str = "") -> None:
+        if action != "deleted":  # a path of the listing is settled
+            run.done += 1
+        listing = run.listing
+        total = len(listing.files) + len(listing.skipped) + len(listing.errors)
         self._on_event(FileEvent(name, rel, action, run.done, total, run.chunks, detail))
 
 

@@ -48,4 +48,6 @@ class IndexProgress:
             return
         self._sent, self._sent_at = done, now
         message = f"{event.folder}: {event.done}/{event.total} files, {event.chunks} chunks"
+        if event.action in ("embedding", "embedded"):  # the second pass
+            message = f"vectors: {event.done}/{event.total}"
         self._send(done, self._done_before + event.total, message)

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,10 +19,11 @@ import pytest
 
 from semsearch import __version__
 from semsearch.cli.commands import COMMANDS, build_parser, main
-from semsearch.cli.output import Progress, progress_line
+from semsearch.cli.output import Progress, progress_line, watch_line
 from semsearch.config import load_settings
 from semsearch.index import Index
-from semsearch.indexing.pipeline import FileEvent
+from semsearch.indexing.pipeline import FileEvent, FolderReport, Problem
+from semsearch.indexing.report import IndexReport
 from semsearch.model.embedder import HashEmbedder
 from semsearch.search import ranking
 from semsearch.store import ChunkRecord, FileWrite, open_store
@@ -779,6 +781,67 @@ def test_index_watch_reports_each_run_and_stops_cleanly_on_ctrl_c(tmp_path: Path
         child.send_signal(signal.SIGINT)
         child.communicate(timeout=60)
     assert child.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("notes", "src", "embedded", "line"),
+    [
+        (
+            FolderReport("/n", "notes", "walk", indexed=2, deleted=1),
+            FolderReport("/s", "src", "git", unchanged=9),
+            (5, 0),
+            "12:00:00  notes: 2 files indexed, 1 deleted, 5 chunks embedded  (0.4s)",
+        ),
+        (
+            FolderReport("/n", "notes", "walk", indexed=1, problems=(Problem("/n/x", "gone"),)),
+            FolderReport("/s", "src", "git", indexed=1),
+            (1, 0),
+            "12:00:00  notes, src: 2 files indexed, 1 error, 1 chunk embedded  (0.4s)",
+        ),
+        (
+            FolderReport("/n", "notes", "walk", unchanged=3),
+            FolderReport("/s", "src", "git", unchanged=9),
+            (0, 2),  # an index made before path vectors
+            "12:00:00  notes, src: file paths embedded  (0.4s)",
+        ),
+    ],
+)
+def test_a_watch_line_says_what_a_run_changed(
+    notes: FolderReport, src: FolderReport, embedded: tuple[int, int], line: str
+) -> None:
+    report = IndexReport((notes, src), 0.43, embedded[0], 0, embedded[1])
+    assert report.has_changes and watch_line(report, "12:00:00") == line
+    assert not IndexReport((FolderReport("/n", "notes", "walk", unchanged=3),), 0.1).has_changes
+
+
+def test_index_watch_prints_a_line_per_change_and_one_while_idle(tmp_path: Path) -> None:
+    notes = write_tree(tmp_path / "notes", {"a.md": "alpha apples\n"})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "index", "--watch", str(notes)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # see above
+    )
+    assert child.stdout is not None
+    line = r"\d\d:\d\d:\d\d  notes: {}  \(\d+\.\ds\)\n"
+    try:
+        first = child.stdout.readline()
+        assert re.fullmatch(line.format("1 file indexed, 1 chunk embedded"), first), first
+        os.utime(notes / "a.md", ns=(1, 1))  # a new mtime, the same text: a run, no change
+        time.sleep(3)
+        (notes / "b.md").write_text("beta bananas\n")
+        second = child.stdout.readline()
+        assert re.fullmatch(line.format("1 file indexed, 1 chunk embedded"), second), second
+        (notes / "b.md").unlink()
+        third = child.stdout.readline()
+        assert re.fullmatch(line.format("1 deleted"), third), third
+    finally:
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    assert (child.returncode, out) == (0, "")
+    assert err == "watching 1 folder; Ctrl-C to stop\n"  # once: stderr is not a terminal
 
 
 def test_status_shows_chunks_waiting_for_vectors(

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from semsearch.cli.output import (
     print_plan,
     print_report,
     print_status,
+    watch_line,
 )
 from semsearch.config import MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
@@ -326,15 +328,28 @@ def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
 
 
 def _watch(index: Index, roots: list[Path] | None, progress: Progress, as_json: bool) -> int:
-    """``index --watch``: a report per run (one JSON line each with --json) until Ctrl-C."""
+    """``index --watch`` until Ctrl-C: a line per run that changed something (a JSON object
+    with --json), each problem and warning once, and one line while idle."""
+    said: set[str] = set()
 
     def report(done: IndexReport) -> None:
         progress.clear()
-        if as_json:
-            print(json.dumps(done.as_json()), flush=True)
-        else:
-            print_report(done)
-            sys.stdout.flush()
+        if done.has_changes:
+            line = (
+                json.dumps(done.as_json())
+                if as_json
+                else watch_line(done, time.strftime("%H:%M:%S"))
+            )
+            print(line, flush=True)
+        for folder in done.folders:
+            notes = [f"warning: {w}" for w in folder.warnings]
+            notes += [f"error: {p.path}: {p.reason}" for p in folder.problems]
+            for note in notes:
+                if note not in said:
+                    said.add(note)
+                    print(f"  {note}", file=sys.stderr, flush=True)
+        count = len(done.folders)
+        progress.idle(f"watching {count} folder{'s' if count != 1 else ''}; Ctrl-C to stop")
 
     try:
         index.watch(roots, on_report=report, on_event=progress)

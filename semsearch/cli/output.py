@@ -97,6 +97,23 @@ def print_report(report: IndexReport) -> None:
         )
 
 
+def watch_line(report: IndexReport, clock: str) -> str:
+    """The one line of an ``index --watch`` run that changed something, ``clock`` its time:
+    ``14:02:11  notes: 2 files indexed, 1 deleted, 5 chunks embedded  (0.4s)``."""
+    changed = [f for f in report.folders if f.indexed or f.deleted or f.problems or f.failed]
+    errors = sum(len(f.problems) for f in report.folders)
+    parts = [
+        f"{plural(report.total('indexed'), 'file')} indexed" if report.total("indexed") else "",
+        f"{report.total('deleted')} deleted" if report.total("deleted") else "",
+        plural(errors, "error") if errors else "",
+        f"{plural(report.chunks_embedded, 'chunk')} embedded" if report.chunks_embedded else "",
+        f"{report.chunks_pending} still waiting" if report.chunks_pending else "",
+    ]
+    what = ", ".join(part for part in parts if part) or "file paths embedded"
+    where = ", ".join(f.name for f in changed) or ", ".join(f.name for f in report.folders)
+    return f"{clock}  {where}: {what}  ({report.seconds:.1f}s)"
+
+
 def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "never"
 
@@ -301,6 +318,7 @@ class Progress:
         self._written = 0  # chunks written by the run's earlier folders
         self._chunks = 0  # chunks written in the folder being read, as last heard
         self._vector_rate: float | None = None  # vectors per second, once measured
+        self._idle_shown = False
 
     def __call__(self, event: FileEvent) -> None:
         vectors = event.action in VECTOR_ACTIONS
@@ -358,6 +376,16 @@ class Progress:
             return rate, None
         coming = self._written + event.chunks * event.total / event.done  # as read so far
         return rate, left + coming / self._vector_rate
+
+    def idle(self, text: str) -> None:
+        """A line that stands while nothing happens (``index --watch``): the live line on a
+        TTY, until the next event or :meth:`clear`; elsewhere printed, once."""
+        if self._live:
+            self._stream.write("\r\x1b[2K" + text)
+            self._stream.flush()
+        elif not self._idle_shown:
+            print(text, file=self._stream, flush=True)
+        self._idle_shown = True
 
     def clear(self) -> None:
         """Erase the live line."""

@@ -26,6 +26,13 @@ class IndexReport:
         """True when a folder could not be indexed at all, or a file had an error."""
         return any(f.failed or f.problems for f in self.folders)
 
+    @property
+    def has_changes(self) -> bool:
+        """True when the run changed the index (files indexed or deleted, vectors made) or
+        something failed; False for a run that found everything as it was."""
+        made = self.chunks_embedded or self.paths_embedded
+        return bool(made) or self.failed or any(f.indexed or f.deleted for f in self.folders)
+
     def total(self, field_name: str) -> int:
         """Sum of one counter over folders."""
         return sum(int(getattr(folder, field_name)) for folder in self.folders)

@@ -228,6 +228,8 @@ class Index:
         on_wait: Callable[[LockHolder], None] | None = None,
     ) -> IndexReport:
         """Index folders (default: the configured ones) incrementally; one writer at a time.
+        The second pass embeds the chunks and paths of these folders that wait for a vector
+        (another folder's wait for its own run).
 
         ``on_wait`` hears at once, with the holder, when another run holds the writer lock.
         """

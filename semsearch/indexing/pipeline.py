@@ -9,10 +9,11 @@ the rest are left without one. Files that became empty, binary, too large or unr
 their chunks; files gone from disk are pruned.
 
 The second pass (:meth:`Indexer.embed_pending`) reads the texts of chunks still without a vector
-back from the store, ``EMBED_BATCH`` distinct texts at a time, embeds each once and stores the
-vector on every chunk of that text, then embeds the rel path of each file that has no path
-vector yet (``Store.pending_paths``). What a killed run left pending is found by the store, so
-the next run embeds only that. Memory stays bounded by one batch in either pass.
+back from the store (of the folders the run indexes), ``EMBED_BATCH`` distinct texts at a time,
+embeds each once and stores the vector on every chunk of that text, then embeds the rel path of
+each file that has no path vector yet (``Store.pending_paths``). What a killed run left pending
+is found by the store, so the next run embeds only that. Memory stays bounded by one batch of
+texts in either pass.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ class Indexer:
         will make, chunk vectors and path vectors; then one ``embedded`` per batch, ``done`` of
         ``total``. A text that several chunks share is embedded once and counts for each."""
         waiting = self._store.pending_count(folder_ids)
-        paths = len(self._store.pending_paths(sys.maxsize, folder_ids))  # all: only a count
+        # all of them for a count: a (file id, rel) per file, as file_states holds per folder
+        paths = len(self._store.pending_paths(sys.maxsize, folder_ids))
         total = waiting + paths
         self._on_event(FileEvent("vectors", "", "embedding", 0, total, 0))
         embedded = chunks = 0

@@ -66,6 +66,7 @@ from semsearch.store import (
     Folder,
     LockHolder,
     Store,
+    has_index,
     model_mismatch_message,
     open_store,
     write_lock,
@@ -353,7 +354,7 @@ class Index:
         if self._updater is not None and self._updater.is_alive():
             return True
         with self._lock:
-            if not self.settings.store_path.exists():
+            if not self._exists():
                 return False
             if self._monitor is None:
                 self._monitor = ChangeMonitor()
@@ -444,7 +445,7 @@ class Index:
 
     def _indexed_folders(self) -> list[Folder]:
         """The index's folders with counts, read again only after the index changed."""
-        if self._store is None and not self.settings.store_path.exists():
+        if self._store is None and not self._exists():
             return []
         store = self._open()
         generation = store.generation()
@@ -475,7 +476,7 @@ class Index:
     @_locked
     def purge(self, root: Path, wait_seconds: float = 600.0) -> int:
         """Remove a folder's files and chunks from the index; returns files purged."""
-        if not self.settings.store_path.exists():
+        if not self._exists():
             return 0
         with write_lock(self.settings.store_path, wait_seconds):
             store = self._open()
@@ -487,7 +488,7 @@ class Index:
     def generation(self) -> int | None:
         """A number that changes with every write to the index, by any process; None while
         there is no index file."""
-        if self._store is None and not self.settings.store_path.exists():
+        if self._store is None and not self._exists():
             return None
         return self._open().generation()
 
@@ -500,7 +501,7 @@ class Index:
         Lists the folders with the rules ``update`` uses; reads no file.
         """
         chosen = list(self.settings.roots if roots is None else map(resolve_root, roots))
-        exists = self.settings.store_path.exists()
+        exists = self._exists()
         indexed = {f.path: f for f in self._indexed_folders()} if exists else {}
         changed = 0
         if exists:
@@ -561,7 +562,7 @@ class Index:
         target = resolve_root(new, cwd)
         check_move(folder.path, target, self.folders())
         files = 0
-        if self.settings.store_path.exists():
+        if self._exists():
             with write_lock(self.settings.store_path, wait_seconds):
                 store = self._open()
                 files = store.move_folder(str(folder.path), str(target))
@@ -570,6 +571,10 @@ class Index:
         roots = (target if root == folder.path else root for root in self.settings.roots)
         self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
         return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
+
+    def _exists(self) -> bool:
+        """Whether there is an index, damaged or not (a zero-byte file is none yet)."""
+        return has_index(self.settings.store_backend, self.settings.store_path)
 
     def _covering(self, root: Path) -> Path:
         """The configured (else indexed) folder holding ``root``, or ``root`` itself."""
@@ -599,7 +604,7 @@ class Index:
         ``count_changes``, each indexed folder is listed to count changed, skipped and failed
         files the way an index run would."""
         path = self.settings.store_path
-        exists = path.exists()
+        exists = self._exists()
         in_index = {os.path.realpath(f.path): f for f in self._indexed_folders()}
         rows: list[FolderStatus] = []
         for info in self.folders():

@@ -22,6 +22,7 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.lock import LockHolder, write_lock
+from semsearch.store.repair import has_index
 from semsearch.store.sqlite.store import SqliteStore
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "LockHolder",
     "SqliteStore",
     "Store",
+    "has_index",
     "model_mismatch_message",
     "open_store",
     "text_hash",

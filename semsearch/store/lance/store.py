@@ -58,6 +58,7 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.exact import ExactVectors
+from semsearch.store.lance import is_index_folder
 from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
 
 try:  # the sibling modules import lancedb and pyarrow too
@@ -101,7 +102,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
-        if not create and not (path / "meta.lance").exists():
+        if not create and not is_index_folder(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
         try:
             if create:

@@ -6,6 +6,7 @@ The format itself is described in :mod:`semsearch.store.sqlite.store`.
 from __future__ import annotations
 
 import sqlite3
+import stat
 from pathlib import Path
 
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
@@ -121,6 +122,18 @@ SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
 def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     """True when ``table`` has ``column`` (a read-only file of an older schema may lack it)."""
     return column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def is_index_file(path: Path) -> bool:
+    """Whether an index is at ``path``. A zero-byte file is none yet: what an index run stopped
+    before its first commit leaves (or `touch`); the next run creates the index in it."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # opening it says what is wrong
+    return info.st_size > 0 or not stat.S_ISREG(info.st_mode)
 
 
 def connect(path: Path, read_only: bool = False) -> sqlite3.Connection:

@@ -36,6 +36,8 @@ WAL mode and a busy timeout let readers (the MCP server) work while an index run
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
+A zero-byte file is no index yet (``schema.is_index_file``): opening it for an index run creates
+the index in it.
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
 and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors. Opening such a
 file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors).
@@ -86,6 +88,7 @@ from semsearch.store.sqlite.schema import (
     PAGE_SIZE,
     SCHEMA_VERSION,
     connect,
+    is_index_file,
     is_write_failure,
     reclaim_space,
     split_sql,
@@ -104,7 +107,7 @@ class SqliteStore:
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
-        if not create and not path.exists():
+        if not create and not is_index_file(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
         self.read_only = path.exists() and not is_writable(path)
         if create and self.read_only:

@@ -53,3 +53,16 @@ class ReadOnlyError(StoreError):
 
 class DiskFullError(StoreError):
     """Raised when a write to the index fails because the disk (or the file's quota) is full."""
+
+
+class IndexDamagedError(StoreError):
+    """Raised when the index file (or LanceDB folder) is damaged or is not an index at all:
+    SQLite or LanceDB cannot read it. ``semsearch index --rebuild`` sets it aside and rebuilds.
+
+    ``problem`` is what is wrong, in a few words (the message says it too, with the path and
+    what to do).
+    """
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem

@@ -12,6 +12,7 @@ The CLI and the MCP server are thin adapters over this class::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -32,7 +33,13 @@ from semsearch.config import (
     remove_roots,
     roots_holding,
 )
-from semsearch.errors import LockedError, ModelMismatchError, SemsearchError, UsageError
+from semsearch.errors import (
+    IndexMissingError,
+    LockedError,
+    ModelMismatchError,
+    SemsearchError,
+    UsageError,
+)
 from semsearch.files.access import Locator
 from semsearch.files.changes import ChangeMonitor
 from semsearch.files.filetype import BINARY_EXTENSIONS
@@ -56,7 +63,13 @@ from semsearch.indexing.pipeline import (
     IndexerSettings,
 )
 from semsearch.indexing.plan import FolderPlan, is_same, plan_folder
-from semsearch.indexing.report import FolderStatus, IndexReport, MoveReport, Status
+from semsearch.indexing.report import (
+    FolderStatus,
+    IndexReport,
+    MoveReport,
+    RebuildReport,
+    Status,
+)
 from semsearch.model.embedder import Embedder, OnnxEmbedder
 from semsearch.search.fusion import SearchOptions, search
 from semsearch.search.hits import Hit
@@ -64,11 +77,15 @@ from semsearch.search.passage import Gathered, LineRange, gather, read_lines
 from semsearch.store import (
     FileState,
     Folder,
+    IndexCheck,
     LockHolder,
     Store,
+    check_index,
     has_index,
+    is_writable,
     model_mismatch_message,
     open_store,
+    set_aside,
     write_lock,
 )
 from semsearch.text.chunking import ChunkSettings
@@ -156,6 +173,7 @@ class Index:
         self._monitor = monitor
         self._owns_monitor = monitor is None
         self._updater: threading.Thread | None = None  # freshen's background index run
+        self._rebuilding = False  # rebuild() holds the write lock for its update()
 
     @property
     def embedder(self) -> Embedder:
@@ -238,7 +256,7 @@ class Index:
         if max_files is not None and max_files < 1:
             raise UsageError(f"max_files must be at least 1, got {max_files}.")
         started = time.monotonic()
-        with write_lock(self.settings.store_path, wait_seconds, on_wait):
+        with self._write_lock(wait_seconds, on_wait):
             store = self._open(create=True)
             stored = store.model()
             embedder = self.embedder
@@ -267,6 +285,77 @@ class Index:
         return IndexReport(
             tuple(reports), seconds, indexer.embedded, pending, indexer.paths_embedded
         )
+
+    @_locked
+    def rebuild(
+        self,
+        *,
+        max_files: int | None = None,
+        wait_seconds: float = 600.0,
+        on_event: Callable[[FileEvent], None] | None = None,
+        on_wait: Callable[[LockHolder], None] | None = None,
+    ) -> RebuildReport:
+        """Set the index aside and index the configured folders into a new one
+        (``index --rebuild``): the way out of a damaged index, or a clean start.
+
+        Holding the write lock, the index is checked (:meth:`check`) and renamed beside itself,
+        ``NAME.damaged-TIME`` when the check found a problem, else ``NAME.old-TIME``, with its
+        ``-wal`` and ``-shm`` files (:func:`~semsearch.store.repair.set_aside`): it is never
+        deleted or written to. Folders that are in the index but not in the config are not
+        indexed again (``index PATH`` does that).
+        """
+        self._roots(None)  # no folder configured: refused before anything moves
+        s = self.settings
+        with write_lock(s.store_path, wait_seconds, on_wait):
+            self._forget_store()
+            found = kept = None
+            if has_index(s.store_backend, s.store_path):
+                found = check_index(s.store_backend, s.store_path)
+                kept = set_aside(s.store_path, "damaged" if found.is_damaged else "old")
+            self._rebuilding = True
+            try:
+                run = self.update(max_files=max_files, on_event=on_event)
+            finally:
+                self._rebuilding = False
+        return RebuildReport(kept or (), found, run)
+
+    @_locked
+    def check(
+        self,
+        wait_seconds: float = 600.0,
+        on_wait: Callable[[LockHolder], None] | None = None,
+    ) -> IndexCheck:
+        """Read the whole index and say what is wrong with it (``status --check``; see
+        :func:`~semsearch.store.repair.check_index`); writes nothing. Holds the write lock, so
+        that no index run changes what is being read (not on a read-only index, which none can
+        change); :class:`~semsearch.errors.IndexMissingError` when there is no index.
+        """
+        s = self.settings
+        if not self._exists():
+            raise IndexMissingError(f"No index at {s.store_path}. Run `semsearch index` first.")
+        if not is_writable(s.store_path):
+            return check_index(s.store_backend, s.store_path)
+        with write_lock(s.store_path, wait_seconds, on_wait):
+            return check_index(s.store_backend, s.store_path)
+
+    def _write_lock(
+        self, wait_seconds: float, on_wait: Callable[[LockHolder], None] | None
+    ) -> contextlib.AbstractContextManager[None]:
+        """The write lock for an index run; nothing to take while :meth:`rebuild` holds it."""
+        if self._rebuilding:
+            return contextlib.nullcontext()
+        return write_lock(self.settings.store_path, wait_seconds, on_wait)
+
+    def _exists(self) -> bool:
+        """Whether there is an index, damaged or not (a zero-byte file is none yet)."""
+        return has_index(self.settings.store_backend, self.settings.store_path)
+
+    def _forget_store(self) -> None:
+        """Close the open store (its file is about to be set aside)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._indexed = (-1, [])
 
     def watch(
         self,
@@ -571,10 +660,6 @@ class Index:
         roots = (target if root == folder.path else root for root in self.settings.roots)
         self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
         return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
-
-    def _exists(self) -> bool:
-        """Whether there is an index, damaged or not (a zero-byte file is none yet)."""
-        return has_index(self.settings.store_backend, self.settings.store_path)
 
     def _covering(self, root: Path) -> Path:
         """The configured (else indexed) folder holding ``root``, or ``root`` itself."""

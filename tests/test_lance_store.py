@@ -235,7 +235,7 @@ def test_an_index_from_a_newer_semsearch_is_refused(settings: Settings) -> None:
 
 def test_a_folder_that_is_not_an_index_is_a_clear_error(settings: Settings) -> None:
     (settings.store_path / "meta.lance").mkdir(parents=True)
-    with pytest.raises(StoreError, match="Is it a semsearch index"):
+    with pytest.raises(StoreError, match="is damaged: its table folders is missing"):
         LanceStore(settings.store_path)
 
 

@@ -20,6 +20,7 @@ import pytest
 from semsearch.config import load_settings
 from semsearch.errors import (
     ConfigError,
+    IndexDamagedError,
     IndexMissingError,
     LockedError,
     ModelMismatchError,
@@ -65,7 +66,7 @@ def test_missing_index_is_a_clear_error(tmp_path: Path, backend: str) -> None:
 def test_not_an_index_is_a_clear_error(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.db"
     bogus.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(StoreError, match="Is it a semsearch index"):
+    with pytest.raises(IndexDamagedError, match="is damaged: it is not a SQLite database"):
         SqliteStore(bogus)
 
 
@@ -130,7 +131,7 @@ def test_a_vector_of_another_size_is_reported_as_damage(tmp_path: Path, damage: 
         bad.execute(damage)
     bad.close()
     store = SqliteStore(path)
-    with pytest.raises(StoreError, match=r"damaged.*index --force"):
+    with pytest.raises(IndexDamagedError, match=r"is damaged: it holds chunk vectors.*--rebuild"):
         store.vectors(0)
 
 

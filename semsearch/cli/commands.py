@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING, Any
 from semsearch import __version__
 from semsearch.cli.output import (
     Progress,
+    print_check,
     print_hits,
     print_pending,
     print_plan,
+    print_rebuild,
     print_report,
     print_status,
+    rebuild_json,
     watch_line,
 )
 from semsearch.config import MODES, Settings, load_settings
@@ -78,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("config", help="show where config, index and model live")
     status = sub.add_parser("status", help="folders, files, chunks, index size, model, changes")
     status.add_argument("--json", action="store_true", help="print JSON")
+    status.add_argument(
+        "--check",
+        action="store_true",
+        help="read the whole index and report any damage instead (exit 1 if damaged)",
+    )
     index = sub.add_parser("index", help="index configured folders (or PATH) incrementally")
     index.add_argument(
         "path",
@@ -89,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="re-read and re-embed everything (default: new and changed files)",
+    )
+    index.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="set the index aside (kept, renamed) and index the configured folders anew: "
+        "the way out of a damaged index",
     )
     index.add_argument(
         "--max-files", type=_positive, metavar="N", help="stop after N files (default: no limit)"
@@ -276,8 +290,10 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    """``status``"""
+    """``status [--check]``"""
     index = _index(settings)
+    if args.check:
+        return _check(index, settings)
     try:
         status = index.status()
     finally:
@@ -286,13 +302,35 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _check(index: Index, settings: Settings) -> int:
+    """``status --check``: exit 1 when the index is damaged."""
+    try:
+        check = index.check(on_wait=_say_waiting(settings.store_path))
+    finally:
+        index.close()
+    print_check(check)
+    return EXIT_FAIL if check.is_damaged else EXIT_OK
+
+
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     """``index [PATH]``"""
-    index = _index(settings)
     roots = [args.path] if args.path else None
+    clashing = [
+        name
+        for name, on in (("PATH", roots), ("--dry-run", args.dry_run), ("--watch", args.watch))
+        if on
+    ]
+    if args.rebuild and clashing:
+        raise UsageError(
+            f"--rebuild indexes every configured folder into a new index: it takes no "
+            f"{clashing[0]}."
+        )
+    index = _index(settings)
     if args.dry_run:
         return _dry_run(index, roots, args.json)
     progress = Progress(sys.stderr, args.verbose, show_errors=args.json)
+    if args.rebuild:
+        return _rebuild(index, settings, progress, args)
     if args.watch:
         return _watch(index, roots, progress, args.json)
     try:
@@ -311,6 +349,24 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print_report(report)
     return EXIT_FAIL if report.failed else EXIT_OK
+
+
+def _rebuild(index: Index, settings: Settings, progress: Progress, args: argparse.Namespace) -> int:
+    """``index --rebuild``: the old index set aside, a new one made."""
+    try:
+        report = index.rebuild(
+            max_files=args.max_files,
+            on_event=progress,
+            on_wait=_say_waiting(settings.store_path),
+        )
+    finally:
+        progress.clear()
+        index.close()
+    if args.json:
+        print(json.dumps(rebuild_json(report), indent=2))
+    else:
+        print_rebuild(report)
+    return EXIT_FAIL if report.run.failed else EXIT_OK
 
 
 def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
     from semsearch.indexing.pipeline import FileEvent
     from semsearch.indexing.plan import FolderPlan
-    from semsearch.indexing.report import IndexReport, Status
+    from semsearch.indexing.report import IndexReport, RebuildReport, Status
     from semsearch.search.hits import Hit
+    from semsearch.store import IndexCheck
 
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
 ETA_AFTER = 1.0  # seconds of a pass before its rate is trusted for an ETA
@@ -112,6 +113,43 @@ def watch_line(report: IndexReport, clock: str) -> str:
     what = ", ".join(part for part in parts if part) or "file paths embedded"
     where = ", ".join(f.name for f in changed) or ", ".join(f.name for f in report.folders)
     return f"{clock}  {where}: {what}  ({report.seconds:.1f}s)"
+
+
+def print_rebuild(report: RebuildReport) -> None:
+    """``index --rebuild``: where the old index went, then the run's summary."""
+    check = report.check
+    for number, path in enumerate(report.kept):
+        if number:
+            print(f"kept      {path}")
+        elif check is not None and check.is_damaged:
+            print(f"kept      {path}  (the damaged index: {check.problems[0]})")
+        else:
+            print(f"kept      {path}  (the old index, found sound)")
+    if report.kept:
+        print("          delete it once the new index serves you")
+    print_report(report.run)
+
+
+def rebuild_json(report: RebuildReport) -> dict[str, object]:
+    """``index --rebuild --json``: the run's summary, where the old index went and its damage."""
+    damage = list(report.check.problems) if report.check is not None else []
+    return {**report.run.as_json(), "keptAs": [str(p) for p in report.kept], "damage": damage}
+
+
+def print_check(check: IndexCheck) -> None:
+    """``status --check``: what the checks found; the advice goes to stderr when damaged."""
+    print(f"index         {check.path}")
+    if not check.is_damaged:
+        print(f"check         ok  ({', '.join(check.checks)})")
+        return
+    print(f"check         damaged  ({plural(len(check.problems), 'problem')})")
+    for problem in check.problems:
+        print(f"  {problem}")
+    print(
+        f"semsearch: the index {check.path} is damaged. Run `semsearch index --rebuild` to set "
+        "it aside (it is kept, renamed) and index the configured folders again.",
+        file=sys.stderr,
+    )
 
 
 def _when(stamp: float | None) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from semsearch.files.folders import FolderInfo
 from semsearch.indexing.pipeline import FolderReport
+from semsearch.store.base import IndexCheck
 
 
 @dataclass(frozen=True)
@@ -169,3 +170,14 @@ class MoveReport:
     files: int  # indexed files that now belong to ``new``, kept without re-embedding
     is_configured: bool  # ``new`` is in the config now
     was_rewritten: bool  # ``old`` was configured and its entry became ``new``
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    """What ``index --rebuild`` did: where the old index went (its file and companions, or
+    folder; empty when there was none), what its check found, and the run that made the new one.
+    """
+
+    kept: tuple[Path, ...]
+    check: IndexCheck | None
+    run: IndexReport

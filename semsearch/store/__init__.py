@@ -3,7 +3,8 @@
 ``open_store`` picks the backend; lancedb and pyarrow are imported only when LanceDB is chosen.
 The modules: ``base`` (the protocol and its records), ``sqlite`` (the default single-file index
 and its on-disk format), ``lance`` (the LanceDB folder), ``exact`` (in-memory exact vector
-search, used by both) and ``lock`` (the writer lock).
+search, used by both), ``lock`` (the writer lock) and ``repair`` (a damaged index: the full
+check, and setting it aside).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from semsearch.store.base import (
     FileState,
     FileWrite,
     Folder,
+    IndexCheck,
     Store,
     model_mismatch_message,
     text_hash,
 )
-from semsearch.store.lock import LockHolder, write_lock
-from semsearch.store.repair import has_index
+from semsearch.store.lock import LockHolder, is_writable, write_lock
+from semsearch.store.repair import check_index, has_index, set_aside
 from semsearch.store.sqlite.store import SqliteStore
 
 __all__ = [
@@ -32,12 +34,16 @@ __all__ = [
     "FileState",
     "FileWrite",
     "Folder",
+    "IndexCheck",
     "LockHolder",
     "SqliteStore",
     "Store",
+    "check_index",
     "has_index",
+    "is_writable",
     "model_mismatch_message",
     "open_store",
+    "set_aside",
     "text_hash",
     "write_lock",
 ]

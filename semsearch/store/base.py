@@ -5,18 +5,22 @@ No backend is imported here; both import this module.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from semsearch.errors import IndexDamagedError
 from semsearch.text.lexical import LexicalQuery
 
 IdArray = np.ndarray[Any, np.dtype[np.int64]]
 FloatArray = np.ndarray[Any, np.dtype[np.float32]]
+Backend = TypeVar("Backend")
 
 
 @dataclass(frozen=True)
@@ -282,3 +286,64 @@ def model_mismatch_message(path: Path, stored: str, current: str) -> str:
         f"The index {path} was built with model {stored}, but the configured model is {current}. "
         "Rebuild it with `semsearch index --force`, or point --index at another file."
     )
+
+
+def damaged_error(path: Path, problem: str) -> IndexDamagedError:
+    """The error for an index that SQLite or LanceDB cannot read (``problem`` says why)."""
+    message = (
+        f"The index {path} is damaged: {problem}. Run `semsearch index --rebuild` to set it "
+        "aside (it is kept, renamed) and index the configured folders again."
+    )
+    return IndexDamagedError(message, problem)
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """What a full check of an index found (``status --check``): the checks it ran, and the
+    problems (none when the index is sound)."""
+
+    path: Path
+    checks: tuple[str, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def is_damaged(self) -> bool:
+        """True when the check found a problem."""
+        return bool(self.problems)
+
+
+def reports_damage(
+    problem: Callable[[Exception], str | None],
+) -> Callable[[type[Backend]], type[Backend]]:
+    """A class decorator for a backend: its public methods raise :class:`IndexDamagedError`,
+    naming the store's ``path``, for any exception ``problem`` recognises as damage (it returns
+    what it says about it, or None for any other exception, which passes unchanged).
+
+    Damage shows wherever a read meets it, so the translation sits on every entry point rather
+    than on each query.
+    """
+
+    def decorate(cls: type[Backend]) -> type[Backend]:
+        for name in dir(cls):
+            member = inspect.getattr_static(cls, name)
+            if not name.startswith("_") and inspect.isfunction(member):
+                setattr(cls, name, _translated(member, problem))
+        return cls
+
+    return decorate
+
+
+def _translated(
+    method: Callable[..., Any], problem: Callable[[Exception], str | None]
+) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def run(store: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(store, *args, **kwargs)
+        except Exception as exc:
+            found = problem(exc)
+            if found is None:
+                raise
+            raise damaged_error(store.path, found) from exc
+
+    return run

@@ -122,6 +122,12 @@ def write_lock(
             os.close(fd)  # which ends the operating system's lock
 
 
+def is_medium_failure(exc: Exception) -> bool:
+    """Whether an error is a write that failed for want of space or write access (the medium,
+    not the index: ``write_lock`` translates it)."""
+    return _medium_error(Path(), exc) is not None
+
+
 def _medium_error(index_path: Path, exc: Exception) -> StoreError | None:
     """A write under the lock that failed for want of space or write access, in one line."""
     number = getattr(exc, "errno", None)

@@ -33,10 +33,16 @@ run killed between the two leaves a row whose mtime/sha no longer match and the 
 the file. Chunks whose file row never got written are invisible to search and deleted by the
 next ``maintain``. Readers open tables with a read-consistency interval of zero: a long-running
 MCP server sees what another process committed on its next query.
+
+A folder holding some tables but not ``meta``, ``folders`` and ``files``, or ``ok`` files but
+no ``chunks`` table, is damaged (an index run would find those files unchanged and never redo
+them), as is a table LanceDB cannot open or read (``lance_problem``): every method then raises
+``IndexDamagedError``. A folder without tables is no index yet.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -47,18 +53,27 @@ from typing import Any
 import numpy as np
 
 from semsearch.config import LANCEDB_MISSING
-from semsearch.errors import ConfigError, IndexMissingError, ModelMismatchError, StoreError
+from semsearch.errors import (
+    ConfigError,
+    IndexDamagedError,
+    IndexMissingError,
+    ModelMismatchError,
+    StoreError,
+)
 from semsearch.store.base import (
     ChunkRow,
     FileRef,
     FileState,
     FileWrite,
     Folder,
+    damaged_error,
     model_mismatch_message,
+    reports_damage,
     text_hash,
 )
 from semsearch.store.exact import ExactVectors
 from semsearch.store.lance import is_index_folder
+from semsearch.store.lock import is_medium_failure
 from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
 
 try:  # the sibling modules import lancedb and pyarrow too
@@ -90,13 +105,37 @@ except ImportError as exc:  # found by config's check but broken (e.g. pyarrow m
     raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
 
 SCHEMA_VERSION = 3
+BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with the model
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 
 
+# A source location LanceDB appends to its messages: ", /root/.cargo/…/file.rs:12:34"
+_SOURCE = re.compile(r",? \S+\.rs:\d+:\d+")
+
+
+def lance_problem(exc: Exception) -> str | None:
+    """What a LanceDB error says about a damaged index folder, in a line; None for an error that
+    is not damage (a full disk or read-only medium: ``write_lock`` says those; a bad argument)."""
+    text = str(exc).strip()
+    if is_medium_failure(exc):
+        return None
+    if isinstance(exc, ValueError) and text.startswith("Table ") and "was not found" in text:
+        return f"{text.splitlines()[0]} (its folder is missing or incomplete)"
+    if isinstance(exc, RuntimeError | OSError) and text.lower().startswith("lance error"):
+        line = _SOURCE.sub("", text.splitlines()[0]).removeprefix("lance error: ")
+        return line if len(line) <= 200 else line[:199] + "…"
+    return None
+
+
+@reports_damage(lance_problem)
 class LanceStore(VectorColumns, PathVectors):
-    """The LanceDB index folder (see the module docstring for the format)."""
+    """The LanceDB index folder (see the module docstring for the format).
+
+    Every public method raises ``IndexDamagedError`` when a table or one of its files is
+    missing or unreadable.
+    """
 
     needs_model_first = True  # the chunks table's schema holds the vector dimension
 
@@ -109,6 +148,9 @@ class LanceStore(VectorColumns, PathVectors):
                 path.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(path), read_consistency_interval=timedelta(0))
             names = set(self._db.list_tables().tables)
+            missing = [name for name in BASE_TABLES if name not in names]
+            if names and missing:  # never made anew beside the others: that would hide damage
+                raise damaged_error(path, f"its table {missing[0]} is missing")
             if create:
                 for name, schema in (("meta", META), ("folders", FOLDERS), ("files", FILES)):
                     if name not in names:
@@ -117,6 +159,9 @@ class LanceStore(VectorColumns, PathVectors):
             self._folders = self._db.open_table("folders")
             self._files = self._db.open_table("files")
         except (OSError, ValueError, RuntimeError) as exc:
+            problem = lance_problem(exc)
+            if problem is not None:
+                raise damaged_error(path, problem) from exc
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
         self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
@@ -126,7 +171,17 @@ class LanceStore(VectorColumns, PathVectors):
         self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
         self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
-        self._check_version(create)
+        try:
+            self._check_version(create)
+            if self._chunk_table() is None and any(
+                row["status"] == "ok" for row in self._file_rows().values()
+            ):  # files indexed, their chunks gone: a run would find them unchanged, never redo
+                raise damaged_error(path, "its table chunks is missing")
+        except (OSError, ValueError, RuntimeError) as exc:
+            problem = lance_problem(exc)
+            if problem is None:
+                raise
+            raise damaged_error(path, problem) from exc
 
     def _check_version(self, create: bool) -> None:
         version = self.meta("schema_version")
@@ -534,6 +589,34 @@ class LanceStore(VectorColumns, PathVectors):
             update = retagged(table, self._file_rows())
             chunks.merge_insert("id").when_matched_update_all().execute(update)
         self._put_meta({"terms_version": TERMS_VERSION})
+
+    def check(self) -> list[str]:
+        """Read every row of every table and run a full-text query: the problems found (none
+        when the folder is sound). What ``status --check`` runs; opening the store checked
+        that the tables are all there."""
+        problems: list[str] = []
+        for name in sorted(self._db.list_tables().tables):
+            try:
+                table = self._db.open_table(name)
+                rows = table.count_rows()
+                read = sum(batch.num_rows for batch in table.search().limit(None).to_batches())
+                if read != rows:
+                    problems.append(f"table {name}: {read} rows read of {rows}")
+            except (OSError, RuntimeError, ValueError) as exc:
+                problems.append(f"table {name}: {lance_problem(exc) or exc}")
+        chunks = None if problems else self._chunk_table()
+        if chunks is None:
+            return problems
+        try:
+            indexed = {c for index in chunks.list_indices() for c in index.columns}
+            missing = [c for c in COLUMN_WEIGHTS if c not in indexed]
+            problems += [f"no full-text index on chunks.{c}" for c in missing]
+            self.lexical(LexicalQuery(("index",)), 1)
+        except (OSError, RuntimeError, ValueError) as exc:
+            problems.append(f"full-text index: {lance_problem(exc) or exc}")
+        except IndexDamagedError as exc:
+            problems.append(f"full-text index: {exc.problem}")
+        return problems
 
     def size_bytes(self) -> int:
         """Bytes on disk under the index folder."""

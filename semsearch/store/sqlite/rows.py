@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.errors import StoreError
-from semsearch.store.base import ChunkRow, FloatArray, IdArray
+from semsearch.store.base import ChunkRow, FloatArray, IdArray, damaged_error
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import connect, has_column
 
@@ -28,6 +27,7 @@ class VectorReader:
     """
 
     def __init__(self, path: Path, read_only: bool) -> None:
+        self.path = path
         self._conn = connect(path, read_only)
         self._lock = threading.Lock()
         self.exact = ExactVectors(self)
@@ -48,7 +48,7 @@ class VectorReader:
     def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
         with self._lock:
-            return read_vectors(self._conn, min_id)
+            return read_vectors(self._conn, min_id, self.path)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked; unknown ids are left out."""
@@ -95,7 +95,9 @@ def read_vector_ids(conn: sqlite3.Connection) -> IdArray:
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
 
-def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+def read_vectors(
+    conn: sqlite3.Connection, min_id: int, path: Path
+) -> tuple[IdArray, IdArray, FloatArray]:
     rows = conn.execute(
         "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
         (min_id,),
@@ -103,7 +105,7 @@ def read_vectors(conn: sqlite3.Connection, min_id: int) -> tuple[IdArray, IdArra
     dim = read_dim(conn, 0)  # rows without a recorded dimension: "damaged" below
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-    return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim)
+    return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim, path)
 
 
 VECTOR_DTYPE = "<f2"  # float16 since schema 5: cosines move by ~1e-4, rankings did not move
@@ -116,9 +118,10 @@ def vector_blobs(vectors: FloatArray) -> list[bytes]:
     return [row.tobytes() for row in np.ascontiguousarray(vectors, dtype=VECTOR_DTYPE)]
 
 
-def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> FloatArray:
+def vectors_from_blobs(blobs: Sequence[bytes], dim: int, path: Path) -> FloatArray:
     """The float32 matrix of stored chunk vectors: float16 rows, or float32 rows of an index
-    written before schema 5 (one file may hold both: rows are decoded by their size)."""
+    written before schema 5 (one file may hold both: rows are decoded by their size). Rows of
+    another size mean the index at ``path`` is damaged."""
     sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
     kinds = [(dtype, sizes == dim * np.dtype(dtype).itemsize) for dtype in VECTOR_DTYPES]
     for dtype, chosen in kinds:
@@ -126,10 +129,8 @@ def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> FloatArray:
             matrix = np.frombuffer(b"".join(blobs), dtype=dtype).reshape(len(blobs), dim)
             return matrix.astype(np.float32, copy=False)
     if sum(int(chosen.sum()) for _, chosen in kinds) != len(blobs):
-        raise StoreError(
-            f"The index holds chunk vectors that are not {dim} float16 or float32 values: it is "
-            "damaged. Rebuild it with `semsearch index --force`."
-        )
+        problem = f"it holds chunk vectors that are not {dim} float16 or float32 values"
+        raise damaged_error(path, problem)
     matrix = np.empty((len(blobs), dim), dtype=np.float32)
     for dtype, chosen in kinds:
         at = np.flatnonzero(chosen)

@@ -117,6 +117,19 @@ MIGRATIONS: tuple[str, ...] = (
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
 SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
+SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
+# What SQLite and Python's sqlite3 say when a file's pages or rows are not what was written
+# (seen overwriting each page of a real index in turn): corrupt pages, an FTS5 table that cannot
+# load its shadow tables, text that is no longer UTF-8 (semsearch writes only str), and a
+# trigger's function given a chunk whose file row is unreadable.
+DAMAGE_SIGNS: dict[str, str] = {
+    "file is not a database": "it is not a SQLite database",
+    "malformed": "",  # "database disk image is malformed", "malformed database schema"
+    "vtable constructor failed": "",
+    "fts5: corrupt": "",
+    "Could not decode to UTF-8": "it holds text that is not UTF-8",
+    "user-defined function raised exception": "its chunks no longer match their files",
+}
 
 
 def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
@@ -201,6 +214,20 @@ def split_sql(script: str) -> list[str]:
 def _primary_code(exc: sqlite3.Error) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; callers read the message too
     return None if code is None else int(code) & 0xFF
+
+
+def damage_problem(exc: Exception) -> str | None:
+    """What a sqlite3 error says about a damaged index file, in a few words; None for an error
+    that is not damage (a busy database, a full disk, a bad statement)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    text = str(exc)
+    for sign, problem in DAMAGE_SIGNS.items():
+        if sign in text:
+            return problem or text.splitlines()[0]
+    if _primary_code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return text.splitlines()[0] if text else "SQLite reports it corrupt"
+    return None
 
 
 def is_write_failure(exc: sqlite3.Error) -> bool:

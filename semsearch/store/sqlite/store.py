@@ -37,7 +37,9 @@ serialise on an advisory lock file next to the database (`<index>.lock`, semsear
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
 A zero-byte file is no index yet (``schema.is_index_file``): opening it for an index run creates
-the index in it.
+the index in it. A damaged file (pages, rows or the FTS5 tables unreadable, or not SQLite at all)
+raises ``IndexDamagedError`` from any method (``schema.damage_problem`` says which errors are
+damage); ``store.repair`` checks it in full and sets it aside, never writing to it.
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
 and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors. Opening such a
 file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors).
@@ -63,7 +65,9 @@ from semsearch.store.base import (
     FloatArray,
     Folder,
     IdArray,
+    damaged_error,
     model_mismatch_message,
+    reports_damage,
     text_hash,
 )
 from semsearch.store.lock import is_writable, read_only_message
@@ -88,6 +92,7 @@ from semsearch.store.sqlite.schema import (
     PAGE_SIZE,
     SCHEMA_VERSION,
     connect,
+    damage_problem,
     is_index_file,
     is_write_failure,
     reclaim_space,
@@ -100,8 +105,12 @@ from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
 BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))
 
 
+@reports_damage(damage_problem)
 class SqliteStore:
-    """The single-file SQLite index (see the module docstring for the format)."""
+    """The single-file SQLite index (see the module docstring for the format).
+
+    Every public method raises ``IndexDamagedError`` when it meets a damaged page or row.
+    """
 
     needs_model_first = False  # chunks without vectors need no dimension
 
@@ -117,11 +126,12 @@ class SqliteStore:
                 path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = connect(path, self.read_only)
             self._migrate()
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             if is_write_failure(exc):
                 raise write_error(path, exc) from exc
-            raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
-        except sqlite3.DatabaseError as exc:
+            problem = damage_problem(exc)
+            if problem is not None:
+                raise damaged_error(path, problem) from exc
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
         self._reader: VectorReader | None = None  # opened by the first vector search
@@ -459,7 +469,7 @@ class SqliteStore:
 
     def vectors(self, min_id: int = 0) -> tuple[IdArray, IdArray, FloatArray]:
         """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
-        return read_vectors(self._conn, min_id)
+        return read_vectors(self._conn, min_id, self.path)
 
     def preload(self) -> None:
         """Read the vectors into memory unless they are there (``nearest`` reads any change)."""

@@ -395,7 +395,9 @@ class Index:
         s = self.settings
         return IndexerSettings(
             ignore=ignore_settings(s),
-            chunking=ChunkSettings(s.target_tokens, s.overlap_tokens, s.hard_token_limit),
+            chunking=ChunkSettings(
+                s.target_tokens, s.overlap_tokens, s.hard_token_limit, whole_lines=True
+            ),
             document_chunking=ChunkSettings(
                 s.document_target_tokens, s.document_overlap_tokens, s.hard_token_limit
             ),

@@ -8,10 +8,12 @@ import random
 import re
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
+import semsearch
 from semsearch.errors import ConfigError
 from semsearch.model.builds import packaged_tokenizer
 from semsearch.model.embedder import OnnxEmbedder
@@ -264,6 +266,50 @@ def test_invariants_hold_on_random_documents(seed: int) -> None:
         assert overlap_tokens(previous, chunk, RegexSpans()) <= settings.overlap_tokens
     assert all(0 < c.token_count <= settings.hard_token_limit for c in chunks)
     assert chunk_text(text, RegexSpans(), settings) == chunks
+
+
+def starts_inside_a_line(text: str, chunk: Chunk) -> bool:
+    return chunk.start_offset > 0 and text[chunk.start_offset - 1] != "\n"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_whole_lines_chunks_start_inside_a_line_only_when_it_is_over_the_limit(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = [
+        words(rng.choice([0, 0, 1, 3, 8, 40, 120]), seed=rng.randrange(10**9)) for _ in range(200)
+    ]
+    text = rng.choice(["\n", "\r\n"]).join(lines)
+    target = rng.randint(2, 60)
+    limit = rng.randint(target, 80)
+    settings = ChunkSettings(target, rng.randint(0, target - 1), limit, whole_lines=True)
+    chunks = chunk_text(text, RegexSpans(), settings)
+    assert_verbatim(text, chunks)
+    assert_covers(text, chunks, RegexSpans())
+    for previous, chunk in itertools.pairwise(chunks):
+        assert previous.start_offset < chunk.start_offset
+        assert previous.end_offset < chunk.end_offset
+        assert overlap_tokens(previous, chunk, RegexSpans()) <= settings.overlap_tokens
+    assert all(0 < c.token_count <= limit for c in chunks)
+    long_lines = {n for n, line in enumerate(lines, 1) if len(line.split()) > limit}
+    inside = [c.start_line for c in chunks if starts_inside_a_line(text, c)]
+    assert set(inside) <= long_lines
+
+
+def test_python_code_chunks_start_at_line_starts(real: OnnxEmbedder) -> None:
+    """Real code (this package's modules, one long file) chunked by the model's tokenizer as the
+    indexer chunks code: no chunk starts inside a line, cutting off a ``def``."""
+    package = Path(semsearch.__file__).parent
+    text = "\n\n".join(path.read_text("utf-8") for path in sorted(package.rglob("*.py")))
+    before = chunk_text(text, real, ChunkSettings())
+    assert sum(starts_inside_a_line(text, c) for c in before) > 50  # what whole_lines is for
+    chunks = chunk_text(text, real, ChunkSettings(whole_lines=True))
+    assert_verbatim(text, chunks)
+    assert_covers(text, chunks, real)
+    assert [c.start_line for c in chunks if starts_inside_a_line(text, c)] == []
+    lines = text.split("\n")
+    assert all(lines[c.start_line - 1].startswith(c.text.split("\n")[0]) for c in chunks)
+    with_overlap = sum(c.start_offset < p.end_offset for p, c in itertools.pairwise(chunks))
+    assert with_overlap > 0.9 * (len(chunks) - 1)
 
 
 @pytest.mark.parametrize("text", ["tiny", prose(200, seed=14), minified_js(50_000)])

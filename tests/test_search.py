@@ -12,11 +12,12 @@ from typing import Any, cast
 
 import pytest
 
+import semsearch
 from semsearch.cli.output import explain
 from semsearch.config import Settings
 from semsearch.errors import UsageError
 from semsearch.index import Index
-from semsearch.model.embedder import HashEmbedder
+from semsearch.model.embedder import HashEmbedder, OnnxEmbedder
 from semsearch.search import ranking
 from semsearch.search.fusion import SearchOptions, rrf, search
 from semsearch.search.hits import READ_AHEAD_STEP, Files, candidates, choose
@@ -723,3 +724,52 @@ def test_a_full_definitions_arm_leaves_the_other_definitions_to_the_priors(
     hits = hash_index.search("parse_header", k=60)
     assert len(hits) == 60 > DEFINITION_POOL
     assert all(DEFINES in hit.priors for hit in hits)
+
+
+class ModelTokens(HashEmbedder):
+    """Hashed vectors over the model's own tokens: the indexer chunks as it does with the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._model = OnnxEmbedder()  # its tokenizer only: the ONNX session is never loaded
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return self._model.token_spans(text)
+
+
+LINE_QUERIES = [
+    "chunk the text into overlapping pieces",
+    "raise UsageError for an invalid glob",
+    "def search",
+    "class Index",
+    "print the hits of a search",
+    "the writer lock of the index",
+    "gitignore pattern matching",
+    "embed the pending chunks",
+]
+
+
+def test_every_hit_starts_at_the_start_of_its_line(tmp_path: Path, settings: Settings) -> None:
+    """Real code, one long file, chunked by the model's tokenizer: no hit starts inside a line
+    (a ``def`` cut off), and its start line is the line its text starts on."""
+    package = Path(semsearch.__file__).parent
+    source = "\n\n".join(path.read_text("utf-8") for path in sorted(package.rglob("*.py")))
+    source = source[: source.rfind("\n", 0, 400_000)]  # under the indexer's size cap
+    root = write_tree(tmp_path / "code", {"package.py": source})
+    index = Index(settings, embedder=ModelTokens())
+    try:
+        index.update([root])
+        hits = [
+            hit
+            for query in LINE_QUERIES
+            for mode in ("hybrid", "bm25")
+            for hit in index.search(query, k=20, mode=mode)  # type: ignore[arg-type]
+        ]
+    finally:
+        index.close()
+    lines = source.split("\n")
+    assert len(hits) > 200
+    for hit in hits:
+        first = hit.text.split("\n")[0]
+        assert lines[hit.start_line - 1].startswith(first), (hit.start_line, first)
+        assert hit.end_line == hit.start_line + hit.text.count("\n")

@@ -152,8 +152,10 @@ class IndexerSettings:
     """Knobs of the indexer."""
 
     ignore: IgnoreSettings = field(default_factory=IgnoreSettings)
-    chunking: ChunkSettings = field(default_factory=ChunkSettings)
-    # documents (filetype.is_prose) are chunked with these: their own size, less overlap
+    # code is chunked in whole lines, so that no hit starts inside a line
+    chunking: ChunkSettings = field(default_factory=lambda: ChunkSettings(whole_lines=True))
+    # documents (filetype.is_prose) are chunked with these: their own size, less overlap, and
+    # an overlap that may start inside a paragraph's line
     document_chunking: ChunkSettings = field(
         default_factory=lambda: ChunkSettings(DOCUMENT_TARGET_TOKENS, DOCUMENT_OVERLAP_TOKENS)
     )

@@ -13,7 +13,10 @@ linear in the size of the text. Units, from coarse to fine:
 These pieces are packed greedily into chunks of about ``target_tokens``. Every chunk after the
 first starts with up to ``overlap_tokens`` tokens of the previous chunk's tail, starting at a line
 start when the whole lines in that tail hold at least half of the budget and at a word start
-otherwise. The overlap never repeats the whole previous chunk and never pushes a chunk over
+otherwise. With ``whole_lines`` (code: a hit must not start inside a line, cutting off a ``def``)
+the overlap is the whole lines that fit in the budget, or nothing when the tail's last line alone
+is longer; a chunk then starts inside a line only where a line over the hard limit was cut into
+segments. The overlap never repeats the whole previous chunk and never pushes a chunk over
 ``hard_token_limit``.
 
 *An edited text* can be chunked to keep the chunks of its earlier version: given the old chunk
@@ -80,6 +83,7 @@ class ChunkSettings:
     target_tokens: int = TARGET_TOKENS  # documents: DOCUMENT_TARGET_TOKENS (the indexer picks)
     overlap_tokens: int = OVERLAP_TOKENS  # documents: DOCUMENT_OVERLAP_TOKENS
     hard_token_limit: int = HARD_TOKEN_LIMIT
+    whole_lines: bool = False  # overlap in whole lines only (see the module docstring)
 
     def __post_init__(self) -> None:
         if not 1 <= self.target_tokens <= self.hard_token_limit:
@@ -113,6 +117,16 @@ class _Doc:
         self.text = text
         self.starts = [start for start, _ in spans]
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def is_line_end(self, offset: int) -> bool:
+        """True when only whitespace follows `offset` on its line."""
+        newline = self.text.find("\n", offset)
+        end = len(self.text) if newline < 0 else newline
+        return _NON_SPACE.search(self.text, offset, end) is None
+
+    def is_long_line(self, offset: int, limit: int) -> bool:
+        """True when the line holding `offset` has more than `limit` tokens."""
+        return self.count(*self.line_span(self.line_of(offset) - 1)) > limit
 
     def line_span(self, line: int) -> tuple[int, int]:
         """(start, end) of 0-based `line`, without its newline."""
@@ -221,6 +235,8 @@ def _old_end(
     low = bisect_left(old.starts, _trimmed_start(doc, start))
     for at in old.starts[low : bisect_right(old.starts, first)]:
         for end in sorted(old.ends[at], reverse=True):
+            if settings.whole_lines and not (doc.is_line_end(end) or doc.is_long_line(end, limit)):
+                continue  # the next chunk would start inside a line
             if end > new_start and doc.count(at, end) <= limit:
                 return at, end
     following = bisect_right(old.starts, first)
@@ -233,7 +249,7 @@ def _old_end(
         line += 1
         if doc.count(start, end) > limit:
             return None
-        overlap = _overlap_start(doc, (start, end), settings.overlap_tokens)
+        overlap = _overlap_start(doc, (start, end), settings.overlap_tokens, settings.whole_lines)
         if _trimmed_start(doc, overlap) == target:
             return start, end
     return None
@@ -301,7 +317,9 @@ def _pack(
     while index < len(pieces):
         new_start, new_end = pieces[index]
         index += 1
-        start = _overlap_start(doc, ranges[-1], settings.overlap_tokens) if ranges else new_start
+        start = new_start
+        if ranges:
+            start = _overlap_start(doc, ranges[-1], settings.overlap_tokens, settings.whole_lines)
         while index < len(pieces) and doc.count(start, pieces[index][1]) <= settings.target_tokens:
             new_end = pieces[index][1]
             index += 1
@@ -316,16 +334,20 @@ def _pack(
                 pieces[index] = (new_end, pieces[index][1])  # the old end falls inside it
         spare = settings.hard_token_limit - doc.count(new_start, new_end)
         if ranges and doc.count(start, new_start) > spare:
-            start = _overlap_start(doc, ranges[-1], spare)
+            start = _overlap_start(doc, ranges[-1], spare, settings.whole_lines)
         ranges.append((start, new_end))
     return ranges
 
 
-def _overlap_start(doc: _Doc, previous: tuple[int, int], budget: int) -> int:
+def _overlap_start(
+    doc: _Doc, previous: tuple[int, int], budget: int, whole_lines: bool = False
+) -> int:
     """Where the next chunk starts inside `previous` so it repeats at most `budget` tokens.
 
-    Returns previous's end (no overlap) when there is no room. The overlap always leaves out
-    the previous chunk's first token, so it can never repeat the whole previous chunk.
+    Returns previous's end (no overlap) when there is no room, or with `whole_lines` when no
+    line starts in the tail (unless previous ends inside a line: then the next chunk starts
+    inside it anyway). The overlap always leaves out the previous chunk's first token, so it
+    can never repeat the whole previous chunk.
     """
     prev_start, prev_end = previous
     first, stop = doc.token_at(prev_start), doc.token_at(prev_end)
@@ -336,8 +358,10 @@ def _overlap_start(doc: _Doc, previous: tuple[int, int], budget: int) -> int:
     line = bisect_right(doc.line_starts, doc.starts[earliest - 1])
     if line < len(doc.line_starts) and doc.line_starts[line] <= doc.starts[stop - 1]:
         line_start = doc.line_starts[line]
-        if 2 * doc.count(line_start, prev_end) >= budget:
+        if whole_lines or 2 * doc.count(line_start, prev_end) >= budget:
             return line_start
+    if whole_lines and doc.is_line_end(prev_end):
+        return prev_end
     return doc.starts[_best_cut(doc, range(earliest, stop))]
 
 

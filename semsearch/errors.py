@@ -19,6 +19,10 @@ class UsageError(SemsearchError):
     """Raised when an argument is invalid (bad number, unknown folder, bad glob)."""
 
 
+class NoMatchingFilesError(SemsearchError):
+    """Raised when a search's folder or path filters leave none of the indexed files to search."""
+
+
 class ModelError(SemsearchError):
     """Raised when the embedding model or tokenizer is missing, corrupt or fails to run."""
 

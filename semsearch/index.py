@@ -411,13 +411,20 @@ class Index:
         *,
         k: int | None = None,
         folder: str | Path | None = None,
-        glob: str | None = None,
+        glob: str | Sequence[str] | None = None,
         mode: Mode | None = None,
+        exclude: str | Sequence[str] | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Top-k chunks for a query; filters apply before ranking.
 
         ``folder`` is a folder name or path, resolved among :meth:`folders` by
         :func:`~semsearch.files.folders.resolve_folder` (an ambiguous name is refused).
+        ``glob`` is one gitignore-style pattern or several, matched against paths inside their
+        folder: a file matching any of them is searched, and one starting with "!" excludes;
+        ``exclude`` patterns leave files out. Filters that leave no indexed file raise
+        :class:`~semsearch.errors.NoMatchingFilesError`. Hits scoring below ``min_score`` are
+        dropped (so fewer than k may come back).
         """
         chosen = None
         if folder is not None:
@@ -425,9 +432,11 @@ class Index:
         options = SearchOptions(
             k=self.settings.top_k if k is None else k,
             folder=None if chosen is None else str(chosen),
-            glob=glob,
+            globs=_patterns(glob),
             mode=mode or self.settings.default_mode,
             rrf_k=self.settings.rrf_k,
+            exclude=_patterns(exclude),
+            min_score=min_score,
         )
         return search(self._open(), self.embedder, query, options)
 
@@ -743,6 +752,13 @@ class Index:
             finally:
                 if self._embedder is not None:
                     self._embedder.close()
+
+
+def _patterns(given: str | Sequence[str] | None) -> tuple[str, ...]:
+    """One pattern or several as a tuple."""
+    if given is None:
+        return ()
+    return (given,) if isinstance(given, str) else tuple(given)
 
 
 def _update_quietly(writer: Index) -> None:

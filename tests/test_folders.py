@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from semsearch.config import Settings, add_roots, load_settings
-from semsearch.errors import PathRefusedError, UsageError
+from semsearch.errors import NoMatchingFilesError, PathRefusedError, UsageError
 from semsearch.files.folders import (
     FolderInfo,
     configured_folders,
@@ -175,5 +175,6 @@ def test_index_search_resolves_the_folder_and_refuses_an_ambiguous_name(
         docs_index.search("otters", folder="docs")
     assert [h.rel for h in docs_index.search("otters", folder=tree / "b/docs")] == ["y.md"]
     assert [h.rel for h in docs_index.search("otters", folder="notes")] == ["z.md"]
-    assert docs_index.search("otters", folder="gone") == []
+    with pytest.raises(NoMatchingFilesError, match=r"Folder .*/gone has no indexed files: run"):
+        docs_index.search("otters", folder="gone")  # configured, nothing indexed yet
     docs_index.close()

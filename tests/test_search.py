@@ -15,7 +15,7 @@ import pytest
 import semsearch
 from semsearch.cli.output import explain
 from semsearch.config import Settings
-from semsearch.errors import UsageError
+from semsearch.errors import NoMatchingFilesError, UsageError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder, OnnxEmbedder
 from semsearch.search import ranking
@@ -70,6 +70,102 @@ def test_folder_filter_applies_before_top_k(two_folders: Index) -> None:
 def test_glob_filter_applies_before_top_k(two_folders: Index) -> None:
     hits = two_folders.search("retry backoff", k=3, glob="*.py")
     assert [h.rel for h in hits] == ["src/retry.py"]
+
+
+def test_any_of_several_globs_matches_before_top_k(two_folders: Index) -> None:
+    hits = two_folders.search("retry backoff", k=2, glob=["*.py", "docs/**"])
+    assert {h.rel for h in hits} == {"src/retry.py", "docs/notes.md"}
+
+
+@pytest.mark.parametrize(
+    ("glob", "exclude"),
+    [
+        ("!*.md", None),
+        (None, "*.md"),
+        (["src/**", "docs/**"], ["docs/"]),
+        (["*", "!f*.md"], "docs/notes.md"),
+    ],
+)
+def test_excluded_paths_are_left_out_before_top_k(
+    two_folders: Index, glob: str | list[str] | None, exclude: str | list[str] | None
+) -> None:
+    hits = two_folders.search("retry backoff", k=1, glob=glob, exclude=exclude)
+    assert [h.rel for h in hits] == ["src/retry.py"]
+
+
+@pytest.mark.parametrize(
+    ("glob", "exclude", "message"),
+    [
+        ("[", None, "Invalid glob '[': a '[' is never closed."),
+        ("!src/[z-a]", None, "Invalid glob '!src/[z-a]': the range z-a is reversed."),
+        ("*.md", ["ok", "a\\"], "Invalid glob 'a\\\\': it ends with a lone backslash."),
+        (None, "!keep.md", "The exclude pattern '!keep.md' starts with '!'"),
+    ],
+)
+def test_an_invalid_pattern_is_a_usage_error_naming_it(
+    two_folders: Index, glob: str | None, exclude: list[str] | None, message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        two_folders.search("retry", glob=glob, exclude=exclude)
+    assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        (
+            {"glob": "x/**"},
+            "No indexed path matches the glob 'x/**'. Globs are gitignore patterns matched "
+            "against the path inside its folder, e.g. '*.py', 'src/**' or 'docs/'.",
+        ),
+        (
+            {"glob": ["*.txt", "*.rs"], "folder": "alpha"},
+            "No indexed path in folder alpha matches the globs '*.txt' or '*.rs'.",
+        ),
+        (
+            {"glob": "*.py", "exclude": ["src/", "tests/"]},
+            "Every indexed path matching the glob '*.py' is excluded by 'src/' or 'tests/': "
+            "nothing is left to search.",
+        ),
+        (
+            {"glob": "!**", "folder": "beta"},
+            "Every indexed path in folder beta is excluded by '**': nothing is left to search.",
+        ),
+    ],
+)
+def test_filters_that_match_no_indexed_path_say_so(
+    two_folders: Index, filters: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(NoMatchingFilesError) as caught:
+        two_folders.search("retry", **filters)
+    assert str(caught.value).startswith(message)
+
+
+def test_a_folder_with_nothing_indexed_says_so(tmp_path: Path, two_folders: Index) -> None:
+    empty = tmp_path / "gamma"
+    empty.mkdir()
+    two_folders.add([str(empty)])
+    with pytest.raises(NoMatchingFilesError, match=r"Folder .*gamma has no indexed files: run"):
+        two_folders.search("retry", folder="gamma")
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
+def test_min_score_drops_the_hits_below_it(two_folders: Index, mode: str) -> None:
+    hits = two_folders.search("retry backoff jitter", k=10, mode=mode)  # type: ignore[arg-type]
+    floor = sorted({hit.score for hit in hits})[1]  # the second lowest: some go, some stay
+    kept = two_folders.search(
+        "retry backoff jitter",
+        k=10,
+        mode=mode,  # type: ignore[arg-type]
+        min_score=floor,
+    )
+    assert kept == [hit for hit in hits if hit.score >= floor]
+    assert 0 < len(kept) < len(hits)
+
+
+def test_a_min_score_that_is_not_a_number_is_a_usage_error(two_folders: Index) -> None:
+    with pytest.raises(UsageError, match=r"The minimum score must be a number, got nan\."):
+        two_folders.search("retry", min_score=float("nan"))
 
 
 def test_unknown_folder_names_the_known_ones(two_folders: Index) -> None:

@@ -13,6 +13,7 @@ similarity times the priors, not rescaled. The priors and the choice of the top 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from semsearch.config import DEFAULT_TOP_K, MODES, RRF_K, Mode
-from semsearch.errors import ModelMismatchError, UsageError
+from semsearch.errors import ModelMismatchError, NoMatchingFilesError, UsageError
 from semsearch.files.filetype import is_prose
 from semsearch.files.gitignore import PatternList
 from semsearch.model.embedder import Embedder
@@ -59,13 +60,21 @@ _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """What to search for and where."""
+    """What to search for and where.
+
+    ``globs`` and ``exclude`` are gitignore-style patterns matched against each file's path
+    relative to its folder (:class:`~semsearch.files.gitignore.PatternList`): a file is searched
+    when it matches one of the ``globs`` (any file when there is none; a glob starting with "!"
+    excludes instead) and none of ``exclude``. ``min_score`` drops the hits scoring below it.
+    """
 
     k: int = DEFAULT_TOP_K
     folder: str | None = None
-    glob: str | None = None
+    globs: tuple[str, ...] = ()
     mode: Mode = "hybrid"
     rrf_k: int = RRF_K
+    exclude: tuple[str, ...] = ()
+    min_score: float | None = None
 
 
 def rrf(
@@ -81,25 +90,91 @@ def rrf(
 
 
 def allowed_files(
-    refs: dict[int, FileRef], folder: str | None, glob: str | None
+    refs: dict[int, FileRef],
+    folder: str | None,
+    globs: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> list[int] | None:
-    """File ids passing the folder and glob filters, or None when there is no filter.
+    """File ids passing the folder and path filters (see :class:`SearchOptions`), or None when
+    there is no filter.
 
     ``folder`` is a folder's path, resolved from a name or path by the caller
-    (:func:`semsearch.files.folders.resolve_folder`); a folder with no indexed files leaves no ids.
+    (:func:`semsearch.files.folders.resolve_folder`). An invalid pattern is a
+    :class:`UsageError` naming it; filters that leave no file (while some are indexed) are a
+    :class:`NoMatchingFilesError` saying which filter did.
     """
-    if folder is None and glob is None:
+    if folder is None and not globs and not exclude:
         return None
+    wanted = [glob for glob in globs if not glob.startswith("!")]
+    unwanted = [glob[1:] for glob in globs if glob.startswith("!")]
+    for pattern in exclude:
+        if pattern.startswith("!"):
+            raise UsageError(
+                f"The exclude pattern {pattern!r} starts with '!': give it as an include glob "
+                "instead, or write \\! for a name that starts with '!'."
+            )
+        unwanted.append(pattern)
+    for pattern in [*globs, *exclude]:
+        _parse([pattern])  # each alone, so that an error names the pattern as it was given
     chosen = list(refs.values())
     if folder is not None:
         chosen = [r for r in chosen if r.folder_path == folder]
-    if glob is not None:
-        try:
-            spec = PatternList.parse([glob], strict=True)
-        except ValueError as exc:
-            raise UsageError(f"Invalid glob {exc}.") from exc
-        chosen = [r for r in chosen if spec.matches(r.rel)]
+    if refs and not chosen:
+        name = next((r.folder_name for r in refs.values() if r.folder_path == folder), folder)
+        raise NoMatchingFilesError(
+            f"Folder {name} has no indexed files: run `semsearch index` to index it."
+        )
+    if wanted:
+        including = _parse(wanted)
+        chosen = [r for r in chosen if including.matches(r.rel)]
+        if refs and not chosen:
+            raise NoMatchingFilesError(_no_match(folder, refs, wanted))
+    if unwanted:
+        excluding = _parse(unwanted)
+        kept = [r for r in chosen if not excluding.matches(r.rel)]
+        if chosen and not kept:
+            raise NoMatchingFilesError(_all_excluded(folder, refs, wanted, unwanted))
+        chosen = kept
     return [r.id for r in chosen]
+
+
+def _parse(patterns: Sequence[str]) -> PatternList:
+    try:
+        return PatternList.parse(patterns, strict=True)
+    except ValueError as exc:
+        raise UsageError(f"Invalid glob {exc}.") from exc
+
+
+def _either(patterns: Sequence[str]) -> str:
+    """'a', 'a' or 'b', 'a', 'b' or 'c'."""
+    quoted = [repr(pattern) for pattern in patterns]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _where(folder: str | None, refs: dict[int, FileRef]) -> str:
+    if folder is None:
+        return ""
+    return " in folder " + next(r.folder_name for r in refs.values() if r.folder_path == folder)
+
+
+def _no_match(folder: str | None, refs: dict[int, FileRef], wanted: Sequence[str]) -> str:
+    plural = "s" if len(wanted) > 1 else ""
+    return (
+        f"No indexed path{_where(folder, refs)} matches the glob{plural} {_either(wanted)}. "
+        "Globs are gitignore patterns matched against the path inside its folder, "
+        "e.g. '*.py', 'src/**' or 'docs/'."
+    )
+
+
+def _all_excluded(
+    folder: str | None, refs: dict[int, FileRef], wanted: Sequence[str], unwanted: Sequence[str]
+) -> str:
+    plural = "s" if len(wanted) > 1 else ""
+    which = f" matching the glob{plural} {_either(wanted)}" if wanted else ""
+    return (
+        f"Every indexed path{_where(folder, refs)}{which} is excluded by {_either(unwanted)}: "
+        "nothing is left to search."
+    )
 
 
 def check_model(store: Store, embedder: Embedder, stored: tuple[str, int] | None) -> None:
@@ -123,8 +198,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         embedder.preload()  # the model session builds while the store reads its vectors
         store.preload()
     refs = store.file_refs()
-    allowed = allowed_files(refs, options.folder, options.glob)
-    if allowed is not None and not allowed:
+    allowed = allowed_files(refs, options.folder, options.globs, options.exclude)
+    if allowed is not None and not allowed:  # nothing is indexed
         return []
     pool = max(options.k * POOL_PER_K, POOL_MIN)
     info = replace(query_info(query), public_folders=per_refs(refs, _public_folders))
@@ -157,7 +232,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             arms.update(answer.arms)
             defined = answer.defined
     if options.mode == "vector":
-        return assemble(store, info, options.k, dict(nearest), arms, rescale=False)
+        hits = assemble(store, info, options.k, dict(nearest), arms, rescale=False)
+        return _at_least(hits, options.min_score)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
     used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
     weights = [_ARM_WEIGHTS.get(name, 1.0) for name in used]
@@ -180,9 +256,15 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     # shown by --explain beside the lifted vector rank; it is not fused.
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
     files = None if owners is None else Files(owners, refs)
-    return assemble(
+    hits = assemble(
         store, info, options.k, scores, shown, path_cosine, shares, known, files, defined
     )
+    return _at_least(hits, options.min_score)
+
+
+def _at_least(hits: list[Hit], min_score: float | None) -> list[Hit]:
+    """The hits scoring at least ``min_score`` (scores are those reported: rescaled first)."""
+    return hits if min_score is None else [hit for hit in hits if hit.score >= min_score]
 
 
 @dataclass(frozen=True)
@@ -235,6 +317,8 @@ def _validate(query: str, options: SearchOptions) -> None:
         raise UsageError(f"k must be at least 1, got {options.k}.")
     if options.mode not in MODES:
         raise UsageError(f"Unknown mode {options.mode!r}: use one of {', '.join(MODES)}.")
+    if options.min_score is not None and not math.isfinite(options.min_score):
+        raise UsageError(f"The minimum score must be a number, got {options.min_score}.")
 
 
 def _definitions(

@@ -73,7 +73,14 @@ from semsearch.indexing.report import (
 from semsearch.model.embedder import Embedder, OnnxEmbedder
 from semsearch.search.fusion import SearchOptions, search
 from semsearch.search.hits import Hit
-from semsearch.search.passage import Gathered, LineRange, gather, read_lines
+from semsearch.search.passage import (
+    Gathered,
+    LineRange,
+    Passage,
+    gather,
+    read_lines,
+    read_passage,
+)
 from semsearch.store import (
     FileState,
     Folder,
@@ -476,6 +483,14 @@ class Index:
             self._updater = threading.Thread(target=_update_quietly, args=(writer,), daemon=True)
             self._updater.start()
         return True
+
+    @_locked
+    def passages(self, hits: Sequence[Hit], context_lines: int = 0) -> list[Passage]:
+        """Each hit's whole lines with ``context_lines`` more of its file before and after
+        (:func:`~semsearch.search.passage.read_passage`: the indexed text, with a note saying
+        why, when the file cannot give them)."""
+        locator = self._locator()
+        return [read_passage(hit, context_lines, locator) for hit in hits]
 
     @_locked
     def gather(self, hits: Sequence[Hit], context_lines: int = 0) -> Gathered:

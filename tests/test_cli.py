@@ -19,7 +19,7 @@ import pytest
 
 from semsearch import __version__
 from semsearch.cli.commands import COMMANDS, build_parser, main
-from semsearch.cli.output import Progress, progress_line, watch_line
+from semsearch.cli.output import Marker, Progress, progress_line, watch_line
 from semsearch.config import load_settings
 from semsearch.index import Index
 from semsearch.indexing.pipeline import FileEvent, FolderReport, Problem
@@ -244,7 +244,7 @@ LAZY = """
 import sys
 from semsearch import __version__
 from semsearch.cli.commands import COMMANDS, build_parser, main
-from semsearch.cli.output import Progress, progress_line
+from semsearch.cli.output import Marker, Progress, progress_line
 for argv in (["--help"], ["list"], ["add", sys.argv[1]], ["config"], ["status"],
              ["index", "--dry-run"]):
     try:
@@ -938,3 +938,211 @@ def test_a_cold_search_uses_the_build_that_made_the_index(
     code, out, err = run(capsys, "search", "card payments retried", "--json")
     assert (code, err) == (0, "")
     assert [hit["relPath"] for hit in json.loads(out)] == ["pay.md"]
+
+
+# Search filters and output options (issue 34, items 5, 6, 12 and 19).
+
+WHY = " ".join(["the", "order", "waits", "while", "the", "bank", "answers"] * 7)
+# Lines longer than the chunk overlap: an overlap that starts at a word cuts one of them.
+RETRY_LINES = [
+    f"def step_{n}(order):\n    return retry_payment(order, '{WHY}')\n" for n in range(40)
+]
+
+
+@pytest.fixture
+def shop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A configured folder indexed with the hashed embedder: search it with ``--mode bm25``."""
+    root = write_tree(
+        tmp_path / "shop",
+        {
+            "src/retry.py": "def retry_payment(order):\n    '''Retry a failed payment.'''\n",
+            "src/steps.py": "\n".join(RETRY_LINES),
+            "src/legacy/retry.py": "def old_retry():\n    '''retry payment, the old way'''\n",
+            "docs/retry.md": "# Retries\n\nA failed payment is retried with backoff.\n",
+            "tests/test_retry.py": "def test_retry_payment():\n    assert retry_payment(1)\n",
+        },
+    )
+    assert main(["add", str(root)]) == 0
+    hash_indexed(root)
+    capsys.readouterr()
+    return root
+
+
+def bm25(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    return run(capsys, "search", "retry payment", "--mode", "bm25", "-k", "20", *argv)
+
+
+@pytest.mark.parametrize(
+    ("filters", "rels"),
+    [
+        (["--glob", "*.md", "--glob", "tests/**"], {"docs/retry.md", "tests/test_retry.py"}),
+        (["--glob", "src/**", "--glob", "!src/legacy/"], {"src/retry.py", "src/steps.py"}),
+        (["--glob", "!src/"], {"docs/retry.md", "tests/test_retry.py"}),
+        (["--exclude", "src/", "--exclude", "*.md"], {"tests/test_retry.py"}),
+        (
+            ["--glob", "*.py", "--exclude", "test_*", "--folder", "shop"],
+            {"src/retry.py", "src/steps.py", "src/legacy/retry.py"},
+        ),
+    ],
+)
+def test_search_globs_repeat_and_exclude(
+    capsys: pytest.CaptureFixture[str], shop: Path, filters: list[str], rels: set[str]
+) -> None:
+    code, out, err = bm25(capsys, "--files-only", "--json", *filters)
+    assert (code, err) == (0, "")
+    assert {row["relPath"] for row in json.loads(out)} == rels
+
+
+@pytest.mark.parametrize(
+    ("filters", "code", "message"),
+    [
+        (["--glob", "["], 2, "semsearch: Invalid glob '[': a '[' is never closed.\n"),
+        (["--exclude", "src/[z-a]"], 2, "Invalid glob 'src/[z-a]': the range z-a is reversed."),
+        (["--glob", "*.py", "--glob", "!a\\"], 2, "Invalid glob '!a\\\\': it ends with a lone"),
+        (["--exclude", "!src/"], 2, "The exclude pattern '!src/' starts with '!'"),
+        (
+            ["--glob", "x/**"],
+            1,
+            "semsearch: No indexed path matches the glob 'x/**'. Globs are gitignore patterns",
+        ),
+        (
+            ["--glob", "*.py", "--exclude", "**"],
+            1,
+            "semsearch: Every indexed path matching the glob '*.py' is excluded by '**': nothing",
+        ),
+        (["--min-score", "high"], 2, "--min-score: expected a number, got 'high'"),
+        (["--min-score", "nan"], 2, "--min-score: expected a finite number, got 'nan'"),
+        (["-C", "-1"], 2, "argument -C/--context: must be at least 0, got -1"),
+        (["--vimgrep", "--json"], 2, "--vimgrep prints one line per hit: leave out --json"),
+        (["-C", "2", "--json"], 2, "semsearch: -C shows chunks as text: leave out --json."),
+        (["--full", "--files-only"], 2, "--full shows chunks as text: leave out --files-only."),
+    ],
+)
+def test_search_filter_and_output_errors(
+    capsys: pytest.CaptureFixture[str], shop: Path, filters: list[str], code: int, message: str
+) -> None:
+    result, out, err = bm25(capsys, *filters)
+    assert (result, out) == (code, "")
+    assert message in err and "No results" not in err and "Traceback" not in err
+
+
+def test_files_only_json_lists_each_file_once_with_its_best_score(
+    capsys: pytest.CaptureFixture[str], shop: Path
+) -> None:
+    hits = json.loads(bm25(capsys, "--json")[1])
+    code, out, _ = bm25(capsys, "--json", "--files-only")
+    best: dict[str, dict[str, object]] = {}
+    for hit in hits:
+        row = {key: hit[key] for key in ("filePath", "folder", "relPath", "score")}
+        best.setdefault(hit["filePath"], row)
+    assert code == 0 and json.loads(out) == list(best.values())
+    assert bm25(capsys, "--files-only")[1] == "".join(f"{path}\n" for path in best)
+
+
+def numbered_blocks(out: str) -> list[tuple[str, int, int, list[tuple[int, str, str]]]]:
+    """The -C/--full output: per hit its path, line range and (number, mark, text) lines."""
+    blocks = []
+    for block in out.rstrip("\n").split("\n\n"):
+        header, *lines = block.split("\n")
+        found = re.fullmatch(r"\d+  shop  (\S+):(\d+)-(\d+)  \d\.\d{3}", header)
+        assert found, header
+        rows = [re.fullmatch(r" *(\d+)([:-])(.*)", line) for line in lines]
+        assert all(rows), lines
+        numbered = [(int(r.group(1)), r.group(2), r.group(3)) for r in rows if r]
+        blocks.append((found.group(1), int(found.group(2)), int(found.group(3)), numbered))
+    return blocks
+
+
+@pytest.mark.parametrize("context", [0, 2])
+def test_context_shows_whole_lines_of_the_file_around_each_hit(
+    capsys: pytest.CaptureFixture[str], shop: Path, context: int
+) -> None:
+    flags = ["--full"] if context == 0 else ["-C", str(context)]
+    code, out, err = bm25(capsys, "--glob", "src/steps.py", *flags)
+    assert (code, err) == (0, "")
+    blocks = numbered_blocks(out)
+    assert len(blocks) > 1  # the long file gives several chunks
+    for rel, first, last, lines in blocks:
+        text = (shop / rel).read_text().splitlines()
+        start, end = max(1, first - context), min(len(text), last + context)
+        assert [n for n, _, _ in lines] == list(range(start, end + 1))
+        for number, mark, line in lines:
+            assert line == text[number - 1]
+            assert mark == (":" if first <= number <= last else "-")
+
+
+def test_vimgrep_prints_path_line_col_and_the_first_line(
+    capsys: pytest.CaptureFixture[str], shop: Path
+) -> None:
+    hits = json.loads(bm25(capsys, "--json")[1])
+    code, out, _ = bm25(capsys, "--vimgrep")
+    assert code == 0
+    assert out.splitlines() == [
+        f"{hit['filePath']}:{hit['startLine']}:1:{hit['text'].split(chr(10))[0]}" for hit in hits
+    ]
+    for line in out.splitlines():
+        path, number, _, text = line.split(":", 3)
+        assert Path(path).read_text().split("\n")[int(number) - 1] == text
+
+
+def test_min_score_drops_the_hits_below_it(capsys: pytest.CaptureFixture[str], shop: Path) -> None:
+    hits = json.loads(bm25(capsys, "--json")[1])
+    lowest, second = sorted({hit["score"] for hit in hits})[:2]
+    floor = (lowest + second) / 2  # clear of the rounding of the scores printed
+    code, out, _ = bm25(capsys, "--json", "--min-score", str(floor))
+    assert code == 0
+    assert json.loads(out) == [hit for hit in hits if hit["score"] >= floor]
+    assert bm25(capsys, "--min-score", "1.5") == (0, "", "No results scoring at least 1.5.\n")
+
+
+def search_on_a_terminal(query: str, env: dict[str, str]) -> str:
+    """What ``semsearch search`` writes to a terminal (its stdout a pty)."""
+    primary, secondary = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", "search", query, "--mode", "bm25", "-k", "3"],
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
+    )
+    os.close(secondary)
+    received, data = b"", b"start"
+    while data:
+        try:
+            data = os.read(primary, 4096)
+        except OSError:  # EIO once the child has closed the pty
+            data = b""
+        received += data
+    os.close(primary)
+    assert proc.wait(timeout=300) == 0
+    return received.decode()
+
+
+def test_marked_words_start_a_word_or_a_part_of_an_identifier() -> None:
+    red, end = "\x1b[1;31m", "\x1b[0m"
+    assert Marker("the header retry")("parseHeaderLine retry_payment preretry THE Retry") == (
+        f"parse{red}Header{end}Line {red}retry{end}_payment preretry THE {red}Retry{end}"
+    )
+    assert Marker("")("left alone") == "left alone"
+
+
+def test_query_words_are_marked_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str], shop: Path
+) -> None:
+    shown = search_on_a_terminal("failed payment", {})
+    assert "\x1b[1;31mfailed\x1b[0m \x1b[1;31mpayment\x1b[0m" in shown
+    assert "\x1b[" not in search_on_a_terminal("failed payment", {"NO_COLOR": "1"})
+    code, out, _ = run(capsys, "search", "failed payment", "--mode", "bm25")
+    assert code == 0 and "failed payment" in out and "\x1b[" not in out  # a pipe
+
+
+def test_a_hit_shown_on_one_line_starts_at_its_line(
+    capsys: pytest.CaptureFixture[str], shop: Path
+) -> None:
+    code, out, _ = bm25(capsys, "--glob", "src/steps.py")
+    assert code == 0
+    lines = (shop / "src/steps.py").read_text().split("\n")
+    for row in out.splitlines():
+        found = re.fullmatch(r" *\d+  shop  src/steps\.py:(\d+) +\d\.\d{3}  (.*)", row)
+        assert found, row
+        assert found.group(2).startswith(" ".join(lines[int(found.group(1)) - 1].split()))

@@ -10,6 +10,7 @@ from semsearch.text.lexical import (
     identifier_terms,
     lexical_query,
     path_terms,
+    query_words,
     split_identifier,
 )
 
@@ -157,3 +158,18 @@ def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
 )
 def test_definitions_in_each_language(line: str, names: list[str]) -> None:
     assert definitions(line) == names
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("how are failed payments retried", ["payments", "retried", "failed"]),
+        (
+            "retry_payment in parseHeaderLine",
+            ["parseheaderline", "retry_payment", "payment", "header", "parse", "retry", "line"],
+        ),
+        ("a I ? the", []),
+    ],
+)
+def test_query_words_are_the_words_to_point_out(query: str, words: list[str]) -> None:
+    assert query_words(query) == words

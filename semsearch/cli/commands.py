@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -17,14 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from semsearch import __version__
 from semsearch.cli.output import (
+    Marker,
     Progress,
+    file_rows,
     print_check,
     print_hits,
+    print_passages,
     print_pending,
     print_plan,
     print_rebuild,
     print_report,
     print_status,
+    print_vimgrep,
     rebuild_json,
     watch_line,
 )
@@ -47,6 +52,26 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 
@@ -133,11 +158,41 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--glob",
         metavar="PAT",
-        help="only paths matching this gitignore-style glob (default: all files)",
+        action="append",
+        help="only paths matching this gitignore-style glob, relative to the folder; repeat it "
+        "for several (any may match); !PAT leaves paths out (default: all files)",
+    )
+    search.add_argument(
+        "--exclude",
+        metavar="PAT",
+        action="append",
+        help="leave out paths matching this gitignore-style glob; repeatable (default: none)",
     )
     search.add_argument("--mode", choices=MODES, help="ranking arms: %(choices)s (default: hybrid)")
+    search.add_argument(
+        "--min-score",
+        type=_score,
+        metavar="X",
+        help="leave out hits scoring below X, on the 0 to 1 scale of scores (default: keep all)",
+    )
+    search.add_argument(
+        "-C",
+        "--context",
+        type=_count,
+        metavar="N",
+        help="show each hit's whole chunk with N lines of its file before and after "
+        "(default: the chunk's first 100 characters on one line)",
+    )
+    search.add_argument(
+        "--full", action="store_true", help="show each hit's whole chunk (same as -C 0)"
+    )
+    search.add_argument(
+        "--vimgrep", action="store_true", help="print path:line:col:text, one line per hit"
+    )
     search.add_argument("--json", action="store_true", help="print JSON")
-    search.add_argument("--files-only", action="store_true", help="print matching paths only")
+    search.add_argument(
+        "--files-only", action="store_true", help="print matching paths only (JSON with --json)"
+    )
     search.add_argument(
         "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
     )
@@ -430,25 +485,55 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     """``search QUERY``"""
     query = " ".join(args.query)
     mode = args.mode or settings.default_mode
+    context = 0 if args.full and args.context is None else args.context
+    _check_search_output(args, context)
     index = _index(settings, one_shot=True)
     try:
-        hits = index.search(query, k=args.k, folder=args.folder, glob=args.glob, mode=args.mode)
+        hits = index.search(
+            query,
+            k=args.k,
+            folder=args.folder,
+            glob=args.glob,
+            mode=args.mode,
+            exclude=args.exclude,
+            min_score=args.min_score,
+        )
+        passages = None if context is None else index.passages(hits, context)
         pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
     finally:
         index.close()
-    if args.files_only:
-        seen: list[str] = []
-        for hit in hits:
-            if hit.path not in seen:
-                seen.append(hit.path)
-        print("\n".join(seen)) if seen else None
-    elif args.json:
-        print(json.dumps([hit.as_json() for hit in hits], indent=2, ensure_ascii=False))
+    if args.json:
+        rows = file_rows(hits) if args.files_only else [hit.as_json() for hit in hits]
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not hits:
+        floor = "" if args.min_score is None else f" scoring at least {args.min_score:g}"
+        print(f"No results{floor}.", file=sys.stderr)
+    elif args.files_only:
+        print("\n".join(row["filePath"] for row in file_rows(hits)))
+    elif args.vimgrep:
+        print_vimgrep(hits)
     else:
-        uses_model = mode != "bm25"
-        print_hits(hits, args.explain, query if args.explain and uses_model else None)
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        marker = Marker(query if color else "")
+        if passages is not None:
+            print_passages(hits, passages, marker, args.explain)
+        else:
+            uses_model = mode != "bm25"
+            print_hits(hits, args.explain, query if args.explain and uses_model else None, marker)
     print_pending(pending, mode)
     return EXIT_OK
+
+
+def _check_search_output(args: argparse.Namespace, context: int | None) -> None:
+    """Refuse output flags that do not go together."""
+    if args.vimgrep and (args.json or args.files_only):
+        raise UsageError("--vimgrep prints one line per hit: leave out --json and --files-only.")
+    others = {"--json": args.json, "--files-only": args.files_only, "--vimgrep": args.vimgrep}
+    chosen = [flag for flag, is_on in others.items() if is_on]
+    if context is not None and chosen:
+        shown = "-C" if args.context is not None else "--full"
+        raise UsageError(f"{shown} shows chunks as text: leave out {' and '.join(chosen)}.")
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:

@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+from semsearch.text.lexical import query_words
 
 if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
     from semsearch.indexing.pipeline import FileEvent
     from semsearch.indexing.plan import FolderPlan
     from semsearch.indexing.report import IndexReport, RebuildReport, Status
     from semsearch.search.hits import Hit
+    from semsearch.search.passage import Passage
     from semsearch.store import IndexCheck
 
+SNIPPET_CHARS = 100  # a one-line result shows this much of its chunk
+MARK_START, MARK_END = "\x1b[1;31m", "\x1b[0m"  # a query word on a terminal: bold red, as grep
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
 ETA_AFTER = 1.0  # seconds of a pass before its rate is trusted for an ETA
 VECTOR_ACTIONS = ("embedding", "embedded")  # the events of the second pass (FileEvent)
@@ -231,11 +237,40 @@ def explain(hit: Hit) -> str:
     return "     " + "  ·  ".join(parts)
 
 
-def print_hits(hits: list[Hit], with_explain: bool = False, query: str | None = None) -> None:
+class Marker:
+    """Marks the words of ``query`` (:func:`~semsearch.text.lexical.query_words`) in a text for a
+    terminal; leaves texts alone when ``query`` is empty.
+
+    A word is marked where it starts a word or a part of an identifier (``retry`` in
+    ``retry_payment``, ``header`` in ``parseHeaderLine``), in any case.
+    """
+
+    def __init__(self, query: str = "") -> None:
+        words = query_words(query)
+        self._pattern = None
+        if words:
+            alternatives = "|".join(re.escape(word) for word in words)
+            self._pattern = re.compile(
+                rf"(?:(?<![A-Za-z0-9])|(?<=[a-z])(?=[A-Z]))(?i:{alternatives})"
+            )
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(lambda m: f"{MARK_START}{m.group()}{MARK_END}", text)
+
+
+def print_hits(
+    hits: list[Hit],
+    with_explain: bool = False,
+    query: str | None = None,
+    marker: Marker | None = None,
+) -> None:
     """Search results as aligned rows; "No results." on stderr when there are none.
 
     With ``query`` (``--explain`` with the vector arm), a first line says which words of it
-    were embedded when its question framing was left out."""
+    were embedded when its question framing was left out. ``marker`` marks the query's words
+    in the snippets (on a terminal)."""
     if not hits:
         print("No results.", file=sys.stderr)
         return
@@ -245,22 +280,64 @@ def print_hits(hits: list[Hit], with_explain: bool = False, query: str | None = 
         embedded = embedding_text(query)
         if embedded != query:
             print(f"{FRAME_NOTE}: {embedded}")
-    rows = [
-        (
-            str(n),
-            h.folder,
-            f"{h.rel}:{h.start_line}" + (f" (p.{h.page})" if h.page else ""),
-            f"{h.score:.3f}",
-            " ".join(h.text.split())[:100],
-        )
-        for n, h in enumerate(hits, start=1)
-    ]
+    mark = marker or Marker()
+    rows = [_row(n, h) for n, h in enumerate(hits, start=1)]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row, hit in zip(rows, hits, strict=True):
-        cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3)), row[4]]
-        print("  ".join(cells))
+        cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3))]
+        snippet = " ".join(hit.text.split())[:SNIPPET_CHARS]
+        print("  ".join([*cells, mark(snippet)]))
         if with_explain:
             print(explain(hit))
+
+
+def _row(number: int, hit: Hit, end_line: int | None = None) -> tuple[str, str, str, str]:
+    """A result's number, folder, ``path:line`` (``path:first-last`` with ``end_line``, and the
+    PDF page) and score."""
+    lines = f"{hit.start_line}" if end_line is None else f"{hit.start_line}-{end_line}"
+    where = f"{hit.rel}:{lines}" + (f" (p.{hit.page})" if hit.page else "")
+    return str(number), hit.folder, where, f"{hit.score:.3f}"
+
+
+def print_passages(
+    hits: list[Hit],
+    passages: Sequence[Passage],
+    marker: Marker | None = None,
+    with_explain: bool = False,
+) -> None:
+    """Search results as blocks (``-C N``, ``--full``): a header row per hit, then its passage's
+    numbered lines: ``12:`` for the chunk's lines, ``10-`` for context lines read around it."""
+    mark = marker or Marker()
+    for number, (hit, passage) in enumerate(zip(hits, passages, strict=True), start=1):
+        if number > 1:
+            print()
+        note = f"  ({passage.note})" if passage.note else ""
+        print("  ".join(_row(number, hit, hit.end_line)) + note)
+        if with_explain:
+            print(explain(hit))
+        lines = passage.text.split("\n")
+        width = len(str(passage.first_line + len(lines) - 1))
+        for at, line in enumerate(lines, start=passage.first_line):
+            is_chunk = bool(passage.note) or hit.start_line <= at <= hit.end_line
+            print(f"{at:>{width}}{':' if is_chunk else '-'}{mark(line)}")
+
+
+def print_vimgrep(hits: list[Hit]) -> None:
+    """``--vimgrep``: ``path:line:col:text`` per hit, the text being its first line (Vim's
+    ``:cexpr``, VS Code and other editors jump to each)."""
+    for hit in hits:
+        first = hit.text.split("\n", 1)[0]
+        print(f"{hit.path}:{hit.start_line}:1:{first}")
+
+
+def file_rows(hits: list[Hit]) -> list[dict[str, Any]]:
+    """``--files-only``: each file once, in the order of its best hit, with that hit's score."""
+    rows: dict[str, dict[str, Any]] = {}
+    for hit in hits:
+        if hit.path not in rows:
+            row = {"filePath": hit.path, "folder": hit.folder, "relPath": hit.rel}
+            rows[hit.path] = {**row, "score": round(hit.score, 6)}
+    return list(rows.values())
 
 
 def _duration(seconds: float) -> str:

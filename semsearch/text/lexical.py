@@ -213,3 +213,15 @@ def lexical_query(query: str) -> LexicalQuery | None:
         if len(pieces) > 1 and "_" not in word and "." not in word:
             alternatives.append(" ".join(pieces))
     return LexicalQuery(tuple(dict.fromkeys(alternatives))) if alternatives else None
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query to point out in a hit's text, longest first: each word and each
+    part of an identifier (``retry_payment``: ``retry_payment``, ``retry``, ``payment``),
+    lower-cased, without stop words and single characters."""
+    words: dict[str, None] = {}
+    for word in re.findall(r"\w+", query):
+        for term in (word.lower(), *split_identifier(word)):
+            if len(term) > 1 and term not in STOP_WORDS:
+                words[term] = None
+    return sorted(words, key=lambda term: (-len(term), term))

@@ -213,8 +213,17 @@ def test_six_tools_with_plain_schemas_and_annotations(client: Client) -> None:
         assert tool.annotations.read_only_hint is (tool.name != "index")
     params = {name: list(tool.input_schema["properties"]) for name, tool in tools.items()}
     assert params == {
-        "search": ["query", "k", "folder", "pathGlob"],
-        "gather": ["query", "k", "contextLines", "folder", "pathGlob"],
+        "search": ["query", "k", "folder", "pathGlob", "exclude", "mode", "minScore"],
+        "gather": [
+            "query",
+            "k",
+            "contextLines",
+            "folder",
+            "pathGlob",
+            "exclude",
+            "mode",
+            "minScore",
+        ],
         "list_folders": [],
         "cat_file": ["filePath", "startLine", "endLine"],
         "grep": ["pattern", "folder", "fileGlob", "caseSensitive", "maxResults", "regex"],
@@ -235,6 +244,32 @@ def test_six_tools_with_plain_schemas_and_annotations(client: Client) -> None:
         "description": "Number of results (default 5)",
     }
     assert tools["search"].output_schema["required"] == ["results", "truncated"]
+    props = tools["search"].input_schema["properties"]
+    assert props["pathGlob"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": 'Only paths matching one of these globs, e.g. ["*.md", "src/**"]; one '
+        'starting with "!" leaves the paths it matches out. A single string is one glob',
+    }
+    assert props["exclude"] == {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": 'Leave out paths matching any of these globs, e.g. ["tests/**"]',
+    }
+    assert props["mode"] == {
+        "type": "string",
+        "enum": ["hybrid", "vector", "bm25"],
+        "description": "Ranking arms: hybrid (embeddings + BM25 keywords), vector (embeddings "
+        "only) or bm25 (keywords only); default hybrid, or the configured default mode",
+    }
+    assert props["minScore"] == {
+        "type": "number",
+        "description": "Leave out the hits scoring below this (scores run from 0 to 1)",
+    }
+    gather = tools["gather"].input_schema["properties"]
+    assert {name: gather[name] for name in ("pathGlob", "exclude", "mode", "minScore")} == {
+        name: props[name] for name in ("pathGlob", "exclude", "mode", "minScore")
+    }
 
 
 def test_search_before_indexing_says_what_to_do(indexed: dict[str, Any]) -> None:
@@ -271,6 +306,38 @@ def test_search_returns_absolute_paths_and_exact_lines(
     ] == ("docs/retry.md")
     globbed = search(client, "payment", k=5, pathGlob="*.py")
     assert {h["relPath"] for h in globbed} == {"src/app.py"}
+
+
+@pytest.mark.parametrize(
+    ("filters", "rels"),
+    [
+        ({"pathGlob": ["*.py", "docs/**"]}, {"src/app.py", "docs/retry.md"}),
+        ({"pathGlob": ["*.py", "*.md", "!docs/", "!notes/"], "folder": "shop"}, {"src/app.py"}),
+        ({"exclude": ["*.md", "data/", ".*"]}, {"src/app.py"}),
+        ({"pathGlob": "docs/**", "exclude": ""}, {"docs/retry.md"}),
+    ],
+)
+def test_search_takes_lists_of_globs_and_excludes(
+    client: Client, indexed: dict[str, Any], filters: dict[str, Any], rels: set[str]
+) -> None:
+    hits = search(client, "payment retry backoff", k=20, **filters)
+    assert {h["relPath"] for h in hits} == rels
+    gathered = structured(client, "gather", {"query": "payment retry", "k": 20, **filters})
+    assert {h["relPath"] for h in gathered["results"]} == rels
+
+
+def test_search_modes_and_min_score(client: Client, indexed: dict[str, Any]) -> None:
+    assert search(client, "zzqqxx", k=3, mode="bm25") == []  # no word of it is indexed
+    assert len(search(client, "zzqqxx", k=3, mode="vector")) == 3  # nearest vectors
+    (hit,) = search(client, "ERR_ZORBLATT_7741", k=1, mode="bm25")
+    assert hit["relPath"] == "src/app.py"
+    hits = search(client, "payment retry backoff", k=10)
+    lowest, second = sorted({hit["score"] for hit in hits})[:2]
+    floor = (lowest + second) / 2  # clear of the rounding of the scores returned
+    kept = search(client, "payment retry backoff", k=10, minScore=floor)
+    assert kept == [hit for hit in hits if hit["score"] >= floor] and len(kept) < len(hits)
+    gathered = structured(client, "gather", {"query": "payment retry backoff", "minScore": 2})
+    assert gathered["results"] == []
 
 
 def test_gather_formats_one_markdown_block(client: Client, indexed: dict[str, Any]) -> None:
@@ -554,6 +621,18 @@ def test_a_name_shared_by_two_folders_is_refused_by_every_tool(
             {"pattern": "x", "folder": "/nope"},
             "No folder at /nope. Configured folders: shop.",
         ),
+        ("search", {"query": "x", "pathGlob": ["*.md", "["]}, "Invalid glob '[': a '['"),
+        ("gather", {"query": "x", "exclude": ["!x"]}, "The exclude pattern '!x' starts with"),
+        (
+            "search",
+            {"query": "x", "pathGlob": "x/**"},
+            "No indexed path matches the glob 'x/**'. Globs are gitignore patterns",
+        ),
+        (
+            "gather",
+            {"query": "x", "folder": "shop", "exclude": ["**"]},
+            "Every indexed path in folder shop is excluded by '**': nothing is left to search.",
+        ),
         ("grep", {"pattern": "(", "regex": True}, "Invalid regular expression"),
         ("grep", {"pattern": ""}, "The pattern is empty"),
         ("grep", {"pattern": "x", "maxResults": 501}, "must be between 1 and 500"),
@@ -572,7 +651,15 @@ def test_cat_file_past_the_end(client: Client, world: dict[str, Path]) -> None:
 
 
 def test_explicit_nulls_mean_defaults(client: Client, indexed: dict[str, Any]) -> None:
-    args = {"query": "backoff", "k": None, "folder": None, "pathGlob": None}
+    args = {
+        "query": "backoff",
+        "k": None,
+        "folder": None,
+        "pathGlob": None,
+        "exclude": None,
+        "mode": None,
+        "minScore": None,
+    }
     assert json.loads(ok(client.call("search", args)))["results"]
 
 
@@ -619,7 +706,8 @@ def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]
         (
             "search",
             {"query": "x", "limit": 3},
-            'Unknown argument "limit": search takes query, k, folder, pathGlob.',
+            'Unknown argument "limit": search takes query, k, folder, pathGlob, exclude, mode, '
+            "minScore.",
         ),
         (
             "gather",
@@ -627,6 +715,23 @@ def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]
             "contextLines must be a whole number between 0 and 100, got 2.5.",
         ),
         ("gather", {}, "query is required: what to look for, in natural language."),
+        (
+            "search",
+            {"query": "x", "mode": "fuzzy"},
+            'mode must be one of hybrid, vector, bm25, got "fuzzy".',
+        ),
+        ("search", {"query": "x", "minScore": "high"}, 'minScore must be a number, got "high".'),
+        ("gather", {"query": "x", "minScore": True}, "minScore must be a number, got true."),
+        (
+            "search",
+            {"query": "x", "pathGlob": ["*.md", 3]},
+            "pathGlob must be a glob or a list of globs, got 3.",
+        ),
+        (
+            "gather",
+            {"query": "x", "exclude": 7},
+            "exclude must be a glob or a list of globs, got 7.",
+        ),
         (
             "list_folders",
             {"verbose": True},
@@ -769,14 +874,10 @@ def test_gather_hits_and_passages_are_structured(
         "chunksPending": 0,
     }
     assert f"```\n{expected['passage']['text']}\n```" in ok(client.call("gather", args))
-    assert structured(
-        client, "gather", {"query": "zzzz", "folder": "shop", "pathGlob": "*.nope"}
-    ) == {
-        "results": [],
-        "truncated": False,
-        "indexing": False,
-        "chunksPending": 0,
-    }
+    nothing = {"query": "zzzz", "folder": "shop", "pathGlob": "*.nope"}
+    assert error(client.call("gather", nothing)).startswith(
+        "No indexed path in folder shop matches the glob '*.nope'."
+    )
 
 
 def test_scores_of_a_symbol_query_are_at_most_one(client: Client, indexed: dict[str, Any]) -> None:

@@ -57,8 +57,14 @@ def _sentence(name: str, prop: Mapping[str, Any], error: ErrorDetails) -> str:
         return _integer_sentence(name, prop, error["type"], value)
     if kind == "boolean":
         return f"{name} must be true or false, got {_shown(value)}."
+    if kind == "string" and "enum" in prop:
+        return f"{name} must be one of {', '.join(prop['enum'])}, got {_shown(value)}."
     if kind == "string":
         return f"{name} must be a string, got {_shown(value)}."
+    if kind == "number":
+        return f"{name} must be a number, got {_shown(value)}."
+    if kind == "array":
+        return f"{name} must be a glob or a list of globs, got {_shown(value)}."
     message = error["msg"].removeprefix("Value error, ")
     return f"{name} is not valid ({message}), got {_shown(value)}."
 

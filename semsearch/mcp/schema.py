@@ -7,6 +7,7 @@ inlines ``$ref``s and drops titles and null defaults from the schemas the SDK ge
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from typing_extensions import NotRequired, TypedDict
 
-from semsearch.config import DEFAULT_TOP_K
+from semsearch.config import DEFAULT_TOP_K, MODES, Mode
 from semsearch.files.folders import FolderInfo
 from semsearch.files.grep import GrepResult
 from semsearch.search.hits import Hit
@@ -86,10 +87,60 @@ OptionalText = Annotated[str | None, WithJsonSchema({"type": "string"})]
 OptionalFlag = Annotated[bool | None, WithJsonSchema({"type": "boolean"})]
 """A boolean, or null for its default."""
 
+
+def _glob_list(value: Any) -> Any:
+    """A glob given as one string (how pathGlob was first published) is a list of one; an empty
+    string is none."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return value
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value}")
+    return value
+
+
+GlobList = Annotated[
+    list[str] | None,
+    BeforeValidator(_glob_list),
+    WithJsonSchema({"type": "array", "items": {"type": "string"}}),
+]
+"""Glob patterns (a single string is taken as a list of one; null: none)."""
+
 Query = Annotated[str, Field(description="What to look for, in natural language")]
 FolderParam = Annotated[OptionalText, Field(description="Only this folder (name or path)")]
 PathGlob = Annotated[
-    OptionalText, Field(description='Only paths matching this glob, e.g. "*.md" or "src/**"')
+    GlobList,
+    Field(
+        description='Only paths matching one of these globs, e.g. ["*.md", "src/**"]; one '
+        'starting with "!" leaves the paths it matches out. A single string is one glob'
+    ),
+]
+ExcludeParam = Annotated[
+    GlobList, Field(description='Leave out paths matching any of these globs, e.g. ["tests/**"]')
+]
+ModeParam = Annotated[
+    Mode | None,
+    WithJsonSchema({"type": "string", "enum": list(MODES)}),
+    Field(
+        description="Ranking arms: hybrid (embeddings + BM25 keywords), vector (embeddings "
+        "only) or bm25 (keywords only); default hybrid, or the configured default mode"
+    ),
+]
+MinScore = Annotated[
+    float | None,
+    BeforeValidator(_number),
+    AfterValidator(_finite),
+    WithJsonSchema({"type": "number"}),
+    Field(description="Leave out the hits scoring below this (scores run from 0 to 1)"),
 ]
 KParam = Annotated[TopK, Field(description=f"Number of results (default {DEFAULT_TOP_K})")]
 """The k parameter of search and gather."""

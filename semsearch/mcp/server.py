@@ -26,6 +26,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, ParamSpec
 
 import anyio
@@ -36,7 +37,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from semsearch import __version__
-from semsearch.config import Settings, load_settings
+from semsearch.config import Mode, Settings, load_settings
 from semsearch.errors import SemsearchError
 from semsearch.files.changes import ChangeMonitor
 from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
@@ -48,6 +49,7 @@ from semsearch.mcp.schema import (
     MAX_GREP_RESULTS,
     MAX_K,
     ContextLines,
+    ExcludeParam,
     FolderParam,
     FoldersOutput,
     GatherOutput,
@@ -57,6 +59,8 @@ from semsearch.mcp.schema import (
     KParam,
     LineNumber,
     LinesOutput,
+    MinScore,
+    ModeParam,
     OptionalFlag,
     OptionalText,
     PathGlob,
@@ -125,6 +129,17 @@ def _reported(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
     return run
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What search and gather filter and rank by, besides the query and k."""
+
+    folder: str | None
+    globs: list[str] | None
+    exclude: list[str] | None
+    mode: Mode | None
+    min_score: float | None
+
+
 class Tools:
     """The tools' implementations; the open index they share lives in an :class:`IndexCache`."""
 
@@ -146,11 +161,17 @@ class Tools:
         index = self._indexes.get(settings)
         return index, settings.auto_index and index.freshen()
 
-    def _search(
-        self, index: Index, query: str, k: int | None, folder: str | None, glob: str | None
-    ) -> list[Hit]:
+    def _search(self, index: Index, query: str, k: int | None, scope: Scope) -> list[Hit]:
         top = k if k is not None else min(index.settings.top_k, MAX_K)
-        return index.search(query, k=top, folder=folder or None, glob=glob or None)
+        return index.search(
+            query,
+            k=top,
+            folder=scope.folder or None,
+            glob=scope.globs,
+            exclude=scope.exclude,
+            mode=scope.mode,
+            min_score=scope.min_score,
+        )
 
     @_reported
     def search(
@@ -159,15 +180,22 @@ class Tools:
         k: KParam = None,
         folder: FolderParam = None,
         pathGlob: PathGlob = None,
+        exclude: ExcludeParam = None,
+        mode: ModeParam = None,
+        minScore: MinScore = None,
     ) -> Annotated[CallToolResult, SearchOutput]:
-        """Search the indexed files by meaning (hybrid: embeddings + BM25 keywords).
+        """Search the indexed files by meaning (hybrid: embeddings + BM25 keywords; mode picks
+        one of them alone).
 
         Returns the best chunks with their absolute path, folder, relative path, 1-based
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         chunksPending counts chunks not embedded yet, found by words only until then.
+        pathGlob and exclude scope it to some paths (gitignore-style globs relative to the
+        folder); filters that match no indexed path are an error saying so.
         """
         index, indexing = self._fresh(self.settings())
-        hits = self._search(index, query, k, folder, pathGlob)
+        scope = Scope(folder, pathGlob, exclude, mode, minScore)
+        hits = self._search(index, query, k, scope)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
         pending = index.pending_vectors(folder or None)
@@ -185,6 +213,9 @@ class Tools:
         ] = 0,
         folder: FolderParam = None,
         pathGlob: PathGlob = None,
+        exclude: ExcludeParam = None,
+        mode: ModeParam = None,
+        minScore: MinScore = None,
     ) -> Annotated[CallToolResult, GatherOutput]:
         """Search like `search`, formatted as one markdown block to drop into a context window.
 
@@ -194,7 +225,8 @@ class Tools:
         structured content has the same results: each hit and the passage shown for it.
         """
         index, indexing = self._fresh(self.settings())
-        hits = self._search(index, query, k, folder, pathGlob)
+        scope = Scope(folder, pathGlob, exclude, mode, minScore)
+        hits = self._search(index, query, k, scope)
         gathered = index.gather(hits, contextLines or 0)
         pending = index.pending_vectors(folder or None)
         payload = {**gather_json(gathered), "indexing": indexing, "chunksPending": pending}

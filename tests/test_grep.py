@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from semsearch.errors import UsageError
-from semsearch.files.grep import GrepMatch, GrepOptions, excerpt, grep
+from semsearch.files.grep import GrepMatch, GrepOptions, Scope, excerpt, grep, resolve_scopes
 from semsearch.files.ignore import IgnoreSettings
 from tests.conftest import run_as_user, write_tree
 from tests.docgen import write_pdf
@@ -55,7 +55,9 @@ def lines_of(matches: list[GrepMatch] | tuple[GrepMatch, ...]) -> list[tuple[str
 def test_literal_search_is_case_insensitive_by_default(folder: Path) -> None:
     result = grep([folder], GrepOptions("needle"), IGNORE)
     assert lines_of(result.matches) == [("a.md", 2), ("a.md", 3), ("src/b.py", 2)]
-    assert result.matches[0] == GrepMatch("notes", str(folder), "a.md", 2, "the Needle is here")
+    assert result.matches[0] == GrepMatch(
+        "notes", str(folder), "a.md", 2, "the Needle is here", column=5
+    )
     assert result.matches[0].path == str(folder / "a.md")
     assert (result.truncated, result.timed_out) == (False, False)
     assert result.files_searched == 4  # a.md, src/b.py, src/c.txt, .indexignore
@@ -244,3 +246,139 @@ def test_gitignored_files_are_never_searched_outside_git(tmp_path: Path) -> None
         {".gitignore": "instance/\n", "instance/config.py": "KEY = 'needle'\n", "a.py": "needle\n"},
     )
     assert lines_of(grep([root], GrepOptions("needle"), IGNORE).matches) == [("a.py", 1)]
+
+
+@pytest.fixture
+def code(tmp_path: Path) -> Path:
+    """A walk-mode folder of eight-line files, an ignored folder and notes."""
+    lines = "".join(f"line {n}\n" for n in range(1, 9))
+    return write_tree(
+        tmp_path / "code",
+        {
+            "src/retry.py": "def retry(call):\n    retrying = 1\n    retry_count = 2\n# retry\n",
+            "src/lines.txt": lines,
+            "docs/guide.md": "How to retry.\n",
+            "build/retry.py": "retry = 'generated'\n",
+            ".indexignore": "build/\n",
+        },
+    )
+
+
+def test_word_match_wants_no_word_character_around_the_match(code: Path) -> None:
+    result = grep([code], GrepOptions("retry", word_match=True, case_sensitive=True), IGNORE)
+    assert lines_of(result.matches) == [
+        ("docs/guide.md", 1),
+        ("src/retry.py", 1),
+        ("src/retry.py", 4),
+    ]
+    # the pattern's own edges need not be word characters, unlike with \b
+    punctuated = GrepOptions("= 2", word_match=True)
+    assert lines_of(grep([code], punctuated, IGNORE).matches) == [("src/retry.py", 3)]
+    alternation = GrepOptions("retry|retrying", regex=True, word_match=True)
+    assert lines_of(grep([code / "src"], alternation, IGNORE).matches) == [
+        ("retry.py", 1),
+        ("retry.py", 2),
+        ("retry.py", 4),
+    ]
+
+
+def test_context_lines_stop_at_the_file_edges(code: Path) -> None:
+    options = GrepOptions(r"line [18]$", regex=True, context_before=2, context_after=3)
+    first, last = grep([code], options, IGNORE).matches
+    assert first == GrepMatch(
+        "code", str(code), "src/lines.txt", 1, "line 1", after=("line 2", "line 3", "line 4")
+    )
+    assert (last.line, last.before, last.after) == (8, ("line 6", "line 7"), ())
+
+
+def test_full_lines_are_given_as_they_are(tmp_path: Path) -> None:
+    long_line = "    needle" + "x" * 500
+    root = write_tree(tmp_path / "r", {"a.py": f"  above\n{long_line}\n"})
+    options = GrepOptions("needle", context_before=1, full_lines=True)
+    (match,) = grep([root], options, IGNORE).matches
+    assert (match.text, match.before, match.column) == (long_line, ("  above",), 5)
+    (cut,) = grep([root], GrepOptions("needle", context_before=1), IGNORE).matches
+    assert cut.before == ("above",) and cut.text.endswith("…") and len(cut.text) == 241
+
+
+@pytest.mark.parametrize(
+    ("globs", "expected"),
+    [
+        (("*.py", "*.md"), {"docs/guide.md", "src/retry.py"}),
+        (("!*.md",), {"src/lines.txt", "src/retry.py"}),
+        (("src/", "!*.txt"), {"src/retry.py"}),
+        (("!docs/", "!src/"), set()),
+    ],
+)
+def test_several_globs_include_any_and_exclude_with_a_bang(
+    code: Path, globs: tuple[str, ...], expected: set[str]
+) -> None:
+    result = grep([code], GrepOptions("retry|line", regex=True, file_glob=globs), IGNORE)
+    assert {m.rel for m in result.matches} == expected
+
+
+def test_a_scope_narrows_the_search_and_keeps_the_folders_rules(code: Path) -> None:
+    options = GrepOptions("retry")
+    in_src = grep([Scope(code, ("src",))], options, IGNORE)
+    assert {m.rel for m in in_src.matches} == {"src/retry.py"}
+    assert in_src.files_searched == 2
+    one_file = grep([Scope(code, ("docs/guide.md", "build/retry.py"))], options, IGNORE)
+    assert lines_of(one_file.matches) == [("docs/guide.md", 1)]  # build/ stays ignored
+    assert grep([Scope(code, ("sr",))], options, IGNORE).matches == ()  # not a path prefix
+
+
+def test_no_limit_and_no_deadline(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "r", {"many.txt": "hit\n" * 5000})
+    result = grep([root], GrepOptions("hit", max_results=None), IGNORE, timeout=None)
+    assert len(result.matches) == 5000
+    assert (result.truncated, result.timed_out) == (False, False)
+
+
+CHILD_OF_A_KILLED_PARENT = """
+import sys
+from pathlib import Path
+from semsearch.files.grep import GrepOptions, grep
+from semsearch.files.ignore import IgnoreSettings
+grep([Path(sys.argv[1])], GrepOptions("(a+)+$", regex=True), IgnoreSettings(), timeout=None)
+"""
+
+
+def test_without_a_deadline_the_child_dies_with_its_parent(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "r", {"long.txt": "a" * 5000 + "!\n"})
+    parent = subprocess.Popen([sys.executable, "-c", CHILD_OF_A_KILLED_PARENT, str(root)])
+    children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+    deadline = time.monotonic() + 30
+    while not children.read_text().split():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    (child,) = map(int, children.read_text().split())
+    time.sleep(0.5)  # the child is matching by now
+    parent.kill()
+    parent.wait()
+    while is_running(child):
+        assert time.monotonic() < deadline, "the grep child outlived its killed parent"
+        time.sleep(0.05)
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` exists and is no zombie (a container's init may never reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_paths_resolve_to_scopes(code: Path, tmp_path: Path) -> None:
+    other = write_tree(tmp_path / "other", {"inner/x.txt": "x\n", "y.txt": "y\n"})
+    roots = [code]
+    assert resolve_scopes(["src", "docs/guide.md"], roots, code) == [
+        Scope(code, ("src", "docs/guide.md"))
+    ]
+    assert resolve_scopes([".", "src"], roots, code) == [Scope(code)]
+    assert resolve_scopes([str(other), str(other / "inner")], roots) == [Scope(other)]
+    assert resolve_scopes([str(other / "inner")], roots) == [Scope(other / "inner")]
+    with pytest.raises(UsageError, match=r"y\.txt is a file outside the configured folders"):
+        resolve_scopes([str(other / "y.txt")], roots)
+    with pytest.raises(UsageError, match="nothing: no such file or folder"):
+        resolve_scopes(["nothing"], roots, code)

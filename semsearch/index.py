@@ -52,7 +52,7 @@ from semsearch.files.folders import (
     resolve_folder,
     select_folders,
 )
-from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult
+from semsearch.files.grep import DEFAULT_TIMEOUT, GrepOptions, GrepResult, resolve_scopes
 from semsearch.files.grep import grep as grep_files
 from semsearch.files.ignore import DEFAULT_IGNORE_PATTERNS, IgnoreSettings
 from semsearch.files.listing import list_files
@@ -500,20 +500,42 @@ class Index:
 
     @_locked
     def read_lines(
-        self, path: str, start_line: int | None = None, end_line: int | None = None
+        self,
+        path: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        *,
+        is_capped: bool = True,
     ) -> LineRange:
         """A line range of a file inside the configured folders, as the indexer reads it
-        (:func:`~semsearch.search.passage.read_lines`): files outside them, or ones the
-        indexer leaves out, are refused."""
-        return read_lines(self._locator(), path, start_line, end_line)
+        (:func:`~semsearch.search.passage.read_lines`, at most 256 KiB unless ``is_capped`` is
+        False): files outside them, or ones the indexer leaves out, are refused."""
+        return read_lines(self._locator(), path, start_line, end_line, is_capped=is_capped)
 
     def grep(
-        self, options: GrepOptions, folder: str | None = None, timeout: float = DEFAULT_TIMEOUT
+        self,
+        options: GrepOptions,
+        folder: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        *,
+        paths: Sequence[str] = (),
+        cwd: Path | None = None,
     ) -> GrepResult:
         """Exact search, line by line, in the files an index run would read (of ``folder``, a
-        configured folder's name or path, or of them all), without the index."""
+        configured folder's name or path, or of them all), without the index.
+
+        ``paths`` (relative to ``cwd``) narrow it instead of ``folder``: a file or folder inside
+        a configured folder is searched with that folder's ignore rules; a folder outside them
+        is listed as if it were added (:func:`~semsearch.files.grep.resolve_scopes`).
+        """
+        ignore = ignore_settings(self.settings)
+        if paths:
+            if folder:
+                raise UsageError("Give either a folder or paths to grep, not both.")
+            scopes = resolve_scopes(paths, self.settings.roots, cwd)
+            return grep_files(scopes, options, ignore, timeout=timeout)
         roots = select_folders(self.settings.roots, folder)
-        return grep_files(roots, options, ignore_settings(self.settings), timeout=timeout)
+        return grep_files(roots, options, ignore, timeout=timeout)
 
     def holding_folder(self, target: str) -> Path:
         """The configured folder ``target`` names, or the one holding the path ``target``;

@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,8 +22,12 @@ from semsearch.cli.output import (
     Marker,
     Progress,
     file_rows,
+    grep_json,
+    json_text,
     print_check,
+    print_grep,
     print_hits,
+    print_lines,
     print_passages,
     print_pending,
     print_plan,
@@ -35,6 +40,7 @@ from semsearch.cli.output import (
 )
 from semsearch.config import MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
+from semsearch.files.grep import GrepOptions
 from semsearch.process import configure_process
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
@@ -43,6 +49,7 @@ if TYPE_CHECKING:  # the library loads inside the commands (see _index)
     from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def _positive(text: str) -> int:
@@ -200,9 +207,73 @@ def build_parser() -> argparse.ArgumentParser:
     move = sub.add_parser("move", help="give a moved folder's index to its new path")
     move.add_argument("old", metavar="OLD", help="the folder's name or old path (may be gone)")
     move.add_argument("new", metavar="NEW", help="the folder's new path (a directory)")
+    _add_grep(sub)
+    cat = sub.add_parser(
+        "cat", help="print a file of a configured folder (or some lines), as the indexer reads it"
+    )
+    cat.add_argument(
+        "target", metavar="PATH[:FROM[-TO]]", help="the file, and lines FROM to TO (inclusive)"
+    )
+    cat.add_argument("-n", "--number", action="store_true", help="number the lines")
     for command in dict.fromkeys(sub.choices.values()):  # aliases share a parser
         _add_global_flags(command)
     return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _add_grep(sub: Any) -> None:
+    """``grep``: its flags follow grep and ripgrep."""
+    grep = sub.add_parser(
+        "grep", help="exact or regex search in the files semsearch indexes, without the index"
+    )
+    grep.add_argument("pattern", metavar="PATTERN", help="a Python regular expression")
+    grep.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="files or folders to search (default: the configured folders)",
+    )
+    grep.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
+    grep.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
+    grep.add_argument(
+        "-F", "--fixed-strings", action="store_true", help="PATTERN is text, not a regex"
+    )
+    grep.add_argument(
+        "--glob",
+        action="append",
+        metavar="PAT",
+        help="only paths matching this gitignore-style glob, !PAT: not those; repeatable "
+        "(default: all files)",
+    )
+    grep.add_argument(
+        "-C", "--context", type=_count, metavar="N", help="N lines around each match (default: 0)"
+    )
+    grep.add_argument(
+        "-A",
+        "--after-context",
+        dest="after",
+        type=_count,
+        metavar="N",
+        help="N lines after each match (default: -C's N)",
+    )
+    grep.add_argument(
+        "-B",
+        "--before-context",
+        dest="before",
+        type=_count,
+        metavar="N",
+        help="N lines before each match (default: -C's N)",
+    )
+    grep.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _add_global_flags(parser: argparse.ArgumentParser) -> None:
@@ -544,6 +615,65 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_grep(args: argparse.Namespace, settings: Settings) -> int:
+    """``grep PATTERN [PATH...]``: exit 0 with matches, 1 without."""
+    context = args.context or 0
+    options = GrepOptions(
+        args.pattern,
+        regex=not args.fixed_strings,
+        case_sensitive=not args.ignore_case,
+        file_glob=tuple(args.glob or ()),
+        max_results=None,
+        word_match=args.word_regexp,
+        context_before=context if args.before is None else args.before,
+        context_after=context if args.after is None else args.after,
+        full_lines=True,
+    )
+    index = _index(settings)
+    try:
+        result = index.grep(options, timeout=None, paths=args.paths, cwd=Path.cwd())
+    except KeyboardInterrupt:  # Ctrl-C ends a grep without a time limit: nothing to resume
+        return EXIT_INTERRUPTED
+    finally:
+        index.close()
+    for warning in result.warnings:
+        print(f"semsearch: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json_text(grep_json(result)))
+    else:
+        is_context = bool(options.context_before or options.context_after)
+        print_grep(result.matches, Path.cwd(), is_context)
+    return EXIT_OK if result.matches else EXIT_FAIL
+
+
+def _line_range(target: str) -> tuple[str, int | None, int | None]:
+    """``PATH``, ``PATH:FROM`` (to the end) or ``PATH:FROM-TO``; a path that exists as given is
+    taken whole, even with a colon in its name."""
+    found = re.fullmatch(r"(.+):(\d+)(?:-(\d*))?", target)
+    if found is None or os.path.lexists(target):
+        return target, None, None
+    first, last = int(found[2]), int(found[3]) if found[3] else None
+    if first < 1:
+        raise UsageError(f"{target}: lines are numbered from 1.")
+    if last is not None and last < first:
+        raise UsageError(f"{target}: the range ends ({last}) before it starts ({first}).")
+    return found[1], first, last
+
+
+def cmd_cat(args: argparse.Namespace, settings: Settings) -> int:
+    """``cat PATH[:FROM[-TO]]``: a file of a configured folder, as the indexer reads it."""
+    path, first, last = _line_range(args.target)
+    index = _index(settings)
+    try:
+        lines = index.read_lines(
+            os.path.abspath(os.path.expanduser(path)), first, last, is_capped=False
+        )
+    finally:
+        index.close()
+    print_lines(lines, args.number)
+    return EXIT_OK
+
+
 def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
     """``move OLD NEW``: the folder's files, chunks and config entry now belong to NEW."""
     index = _index(settings)
@@ -575,4 +705,6 @@ COMMANDS: dict[str, Any] = {
     "search": cmd_search,
     "mcp": cmd_mcp,
     "move": cmd_move,
+    "grep": cmd_grep,
+    "cat": cmd_cat,
 }

@@ -7,6 +7,7 @@ searchable, *skipped* every path left out with its reason, *errors* what failed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from semsearch.text.lexical import query_words
 
 if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
+    from semsearch.files.grep import GrepMatch, GrepResult
     from semsearch.indexing.pipeline import FileEvent
     from semsearch.indexing.plan import FolderPlan
     from semsearch.indexing.report import IndexReport, RebuildReport, Status
     from semsearch.search.hits import Hit
-    from semsearch.search.passage import Passage
+    from semsearch.search.passage import LineRange, Passage
     from semsearch.store import IndexCheck
 
 SNIPPET_CHARS = 100  # a one-line result shows this much of its chunk
@@ -210,6 +212,109 @@ def print_pending(count: int, mode: str) -> None:
         f"semsearch: {have} no vector yet: {effect}; run `semsearch index` to finish",
         file=sys.stderr,
     )
+
+
+_C_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\r": "\\r",
+    '"': '\\"',
+    "\\": "\\\\",
+}
+# What makes a path need quoting: a control character (C0, DEL, C1), a quote, a backslash, or
+# a byte that is not UTF-8 (os.fsdecode's surrogate escapes, U+DC80-U+DCFF).
+_NEEDS_QUOTES = re.compile(r'[\x00-\x1f\x7f-\x9f"\\\udc80-\udcff]')
+
+
+def quote_path(path: str) -> str:
+    """``path`` as it is, or quoted as git quotes names (``core.quotePath`` off) when it holds a
+    control character, ``"``, ``\\`` or a byte that is not UTF-8: in double quotes, with C
+    escapes (``\\n``, ``\\t``, ``\\"``, ``\\\\``) and other such bytes in octal (``\\351``)."""
+    if _NEEDS_QUOTES.search(path) is None:
+        return path
+    parts = []
+    for char in path:
+        if char in _C_ESCAPES:
+            parts.append(_C_ESCAPES[char])
+        elif _NEEDS_QUOTES.fullmatch(char):
+            raw = char.encode("utf-8", "surrogateescape")
+            parts.append("".join(f"\\{byte:03o}" for byte in raw))
+        else:
+            parts.append(char)
+    return '"' + "".join(parts) + '"'
+
+
+def json_text(payload: object) -> str:
+    """JSON with non-ASCII text as it is, but a file name's bytes that are not UTF-8 (surrogate
+    escapes) as ``\\udcXX`` escapes: valid JSON, and ``os.fsencode(json.loads(...))`` gives
+    the name's bytes back."""
+    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown_path(path: str, cwd: Path) -> str:
+    """A path relative to ``cwd`` when it lies below it, else absolute; quoted if need be."""
+    base = str(cwd).rstrip(os.sep) + os.sep
+    return quote_path(path[len(base) :] if path.startswith(base) else path)
+
+
+def print_grep(matches: Sequence[GrepMatch], cwd: Path, is_context: bool) -> None:
+    """``grep`` as ripgrep prints it: ``path:line:text`` per match; with context lines, those
+    as ``path-line-text`` and ``--`` between groups of lines that do not touch."""
+    is_first = True
+    for path, group in itertools.groupby(matches, key=lambda match: match.path):
+        rows: dict[int, tuple[str, str]] = {}
+        for match in group:
+            start = match.line - len(match.before)
+            for number, text in enumerate(match.before, start=start):
+                rows.setdefault(number, ("-", text))
+            rows[match.line] = (":", match.text)
+            for number, text in enumerate(match.after, start=match.line + 1):
+                rows.setdefault(number, ("-", text))
+        shown = shown_path(path, cwd)
+        previous = None
+        for number in sorted(rows):
+            if is_context and not is_first and previous != number - 1:
+                print("--")
+            mark, text = rows[number]
+            print(f"{shown}{mark}{number}{mark}{text}")
+            previous, is_first = number, False
+
+
+def grep_json(result: GrepResult) -> dict[str, object]:
+    """``grep --json``: the matches, the files searched, the warnings."""
+    matches = []
+    for match in result.matches:
+        row: dict[str, object] = {
+            "filePath": match.path,
+            "folder": match.folder,
+            "relPath": match.rel,
+            "line": match.line,
+            "column": match.column,
+            "text": match.text,
+        }
+        if match.page is not None:
+            row["page"] = match.page
+        if match.before or match.after:
+            row["before"] = list(match.before)
+            row["after"] = list(match.after)
+        matches.append(row)
+    return {
+        "matches": matches,
+        "filesSearched": result.files_searched,
+        "warnings": list(result.warnings),
+    }
+
+
+def print_lines(lines: LineRange, is_numbered: bool) -> None:
+    """``cat``: the lines as they are, or numbered as ``cat -n`` numbers them."""
+    shown = lines.text.split("\n") if lines.last_line >= lines.first_line else []
+    for number, line in enumerate(shown, start=lines.first_line):
+        print(f"{number:>6}\t{line}" if is_numbered else line)
 
 
 def explain(hit: Hit) -> str:

@@ -123,8 +123,8 @@ class Locator:
         owners = self._owners(real)
         if not owners:
             raise PathRefusedError(
-                f"Refused: {path} is not inside any configured folder. "
-                "Call list_folders to see which folders can be read."
+                f"Refused: {path} is not inside any configured folder, and only their files "
+                "can be read: list_folders (or `semsearch list`) shows them."
             )
         if not os.path.isfile(real):
             folder = self._unreadable_folder(owners, real)

@@ -216,10 +216,16 @@ def cut_bytes(text: str, limit: int) -> str:
 
 
 def read_lines(
-    locator: Locator, path: str, start_line: int | None = None, end_line: int | None = None
+    locator: Locator,
+    path: str,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    *,
+    is_capped: bool = True,
 ) -> LineRange:
     """Lines ``start_line``–``end_line`` (1-based, inclusive; default the whole file) of the
-    file at ``path``, capped at :data:`TEXT_CAP_BYTES`.
+    file at ``path``, capped at :data:`TEXT_CAP_BYTES` unless ``is_capped`` is False (the
+    extracted text is capped at the file size cap anyway).
 
     ``locator`` confines the read to the configured folders and their listings
     (:class:`PathRefusedError` otherwise, or when the file cannot be opened); an end past the
@@ -234,8 +240,11 @@ def read_lines(
     lines = split_lines(text)
     first, last = start_line or 1, min(end_line or len(lines), len(lines))
     if first > len(lines) and lines:
-        raise UsageError(f"startLine {first} is past the end of the file ({len(lines)} lines).")
-    body, shown, note = take_lines(lines, first, last)
+        raise UsageError(f"Line {first} is past the end of {path} ({len(lines)} lines).")
+    if is_capped:
+        body, shown, note = take_lines(lines, first, last)
+    else:
+        body, shown, note = "\n".join(lines[first - 1 : last]), last, ""
     where = str(located.entry.path)
     return LineRange(
         located.root.name, located.entry.rel, first, shown, len(lines), body, note, where

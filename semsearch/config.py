@@ -8,9 +8,11 @@ JSON syntax errors).
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,19 +334,23 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
 class RootChange:
     """Outcome of ``add`` or ``remove``: which paths changed, which were no-ops or rejected.
 
-    ``covered`` holds (path, folder already covering it) for paths refused because they lie
-    inside a configured or indexed folder; ``taken_over`` (inner, outer) for configured
+    ``rejected`` holds (path as given, why: "does not exist", "is a file", ...) for paths that
+    are no folder; ``covered`` (path, folder already covering it) for paths refused because they
+    lie inside a configured or indexed folder; ``taken_over`` (inner, outer) for configured
     folders that left the config because an added folder holds them; ``moved`` (path, missing
-    folder) for paths refused because a folder missing on disk seems to have moved there.
+    folder) for paths refused because a folder missing on disk seems to have moved there;
+    ``links`` (path as given, real path) for given paths that are or pass through a symlink, so
+    that a message can name both.
     """
 
     changed: tuple[Path, ...] = ()
     unchanged: tuple[Path, ...] = ()
-    rejected: tuple[str, ...] = ()
+    rejected: tuple[tuple[str, str], ...] = ()
     roots: tuple[Path, ...] = ()
     covered: tuple[tuple[Path, Path], ...] = ()
     taken_over: tuple[tuple[Path, Path], ...] = ()
     moved: tuple[tuple[Path, Path], ...] = ()
+    links: tuple[tuple[str, Path], ...] = ()
 
 
 def _store_roots(path: Path, data: dict[str, Any], roots: list[Path]) -> None:
@@ -362,7 +368,8 @@ def is_inside(path: str | Path, folder: str | Path) -> bool:
 def add_roots(
     config_path: Path, paths: list[str], cwd: Path, indexed: Sequence[Path] = ()
 ) -> RootChange:
-    """Add folders (stored as real paths); missing paths and non-directories are rejected.
+    """Add folders (stored as real paths); missing paths and non-directories are rejected,
+    saying why (:func:`not_a_folder`).
 
     No folder is ever configured twice, not even nested: a path inside a configured folder
     (or inside one of the ``indexed`` folders) is refused, naming the folder that covers it;
@@ -374,14 +381,19 @@ def add_roots(
     before = list(roots)
     added: list[Path] = []
     already: list[Path] = []
-    rejected: list[str] = []
+    rejected: list[tuple[str, str]] = []
     covered: list[tuple[Path, Path]] = []
     taken: list[tuple[Path, Path]] = []
+    links: list[tuple[str, Path]] = []
     for raw in paths:
-        target = Path(os.path.realpath(cwd / Path(raw).expanduser()))
+        given = cwd / Path(raw).expanduser()
+        target = Path(os.path.realpath(given))
+        if target != Path(os.path.abspath(given)):
+            links.append((raw, target))
         owner = next((f for f in [*roots, *indexed] if is_inside(target, f)), None)
-        if not target.is_dir():
-            rejected.append(raw)
+        reason = not_a_folder(given)
+        if reason is not None:
+            rejected.append((raw, reason))
         elif owner is not None:
             covered.append((target, owner))
         else:
@@ -396,8 +408,36 @@ def add_roots(
     if roots != before:
         _store_roots(config_path, data, roots)
     return RootChange(
-        tuple(added), tuple(already), tuple(rejected), tuple(roots), tuple(covered), tuple(taken)
+        tuple(added),
+        tuple(already),
+        tuple(rejected),
+        tuple(roots),
+        tuple(covered),
+        tuple(taken),
+        links=tuple(links),
     )
+
+
+def not_a_folder(path: Path) -> str | None:
+    """Why ``path`` cannot be added as a folder ("does not exist", "is a file", "is a symlink
+    to X, which does not exist", ...), or None for a directory (or a symlink to one)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a symlink to {os.readlink(path)}, which does not exist"
+        return "does not exist"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symlink loop: following it never reaches a folder"
+        if exc.errno == errno.ENOTDIR:
+            return "does not exist (a part of it is a file)"
+        return f"cannot be reached ({(exc.strerror or str(exc)).lower()})"
+    if stat.S_ISDIR(info.st_mode):
+        return None
+    if stat.S_ISREG(info.st_mode):
+        return "is a file, not a folder: add the folder that holds it"
+    return "is not a folder (a device, socket or pipe)"
 
 
 def move_root(config_path: Path, old: Path, new: Path) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import json
 import os
@@ -66,7 +67,7 @@ def project(tmp_path: Path) -> Path:
             "No folder named 'nothing-here'. No folders are configured",
         ),
         (["remove", "/nothing/here"], 2, "No folder at /nothing/here."),
-        (["add", "/definitely/not/here"], 1, "not a directory: /definitely/not/here"),
+        (["add", "/definitely/not/here"], 1, "not added: /definitely/not/here does not exist"),
         (["move", "old"], 2, "the following arguments are required: NEW"),
         (["move", "old", "/"], 2, "No folder named 'old'. No folders are configured"),
     ],
@@ -700,6 +701,78 @@ def test_add_refuses_a_folder_inside_a_configured_one(
     assert (code, out) == (1, "")
     assert f"not added: {project}/sub is inside {project}, which is already configured" in err
     assert run(capsys, "list")[1] == f"project  {project}\n"
+
+
+def make_path(tmp_path: Path, kind: str) -> Path:
+    """A path of ``kind`` under tmp_path, for `add` to refuse."""
+    path = tmp_path / kind
+    if kind == "file":
+        path.write_text("x\n")
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "nowhere")
+    elif kind == "loop":
+        path.symlink_to(path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "below-a-file":
+        (tmp_path / "file").write_text("x\n")
+        path = tmp_path / "file" / "below"
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("missing", "does not exist"),
+        ("file", "is a file, not a folder: add the folder that holds it"),
+        ("dangling", "is a symlink to {tmp}/nowhere, which does not exist"),
+        ("loop", "is a symlink loop: following it never reaches a folder"),
+        ("fifo", "is not a folder (a device, socket or pipe)"),
+        ("below-a-file", "does not exist (a part of it is a file)"),
+    ],
+)
+def test_add_says_why_a_path_is_no_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str, reason: str
+) -> None:
+    path = make_path(tmp_path, kind)
+    assert run(capsys, "add", str(path)) == (
+        1,
+        "",
+        f"not added: {path} {reason.format(tmp=tmp_path)}\n",
+    )
+
+
+def test_add_names_a_folder_it_cannot_reach(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    locked = tmp_path / "locked" / "inner"
+    real_stat = os.stat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if os.fspath(path) == str(locked):  # as for a user without access to `locked`
+            raise PermissionError(errno.EACCES, "Permission denied", str(locked))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", stat)
+    code, _, err = run(capsys, "add", str(locked))
+    assert (code, err) == (1, f"not added: {locked} cannot be reached (permission denied)\n")
+
+
+def test_add_names_the_symlink_it_was_given(
+    capsys: pytest.CaptureFixture[str], project: Path, tmp_path: Path
+) -> None:
+    (project / "sub").mkdir()
+    (tmp_path / "sub-link").symlink_to(project / "sub")
+    (tmp_path / "project-link").symlink_to(project)
+    assert run(capsys, "add", str(tmp_path / "project-link"))[1].startswith(
+        f"added     {project}  ({tmp_path}/project-link is a symlink to it)\n"
+    )
+    code, out, err = run(capsys, "add", str(tmp_path / "sub-link"))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"not added: {tmp_path}/sub-link (a symlink to {project}/sub) is inside {project}, "
+        "which is already configured\n"
+    )
 
 
 def test_add_of_an_outer_folder_merges_the_inner_ones(

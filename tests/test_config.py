@@ -152,7 +152,11 @@ def test_add_stores_real_paths_once_and_keeps_other_keys(tmp_path: Path) -> None
     change = add_roots(config, ["a", "link", "a", "file.txt", "missing"], tmp_path)
     assert change.changed == (tmp_path / "a",)
     assert change.unchanged == (tmp_path / "a", tmp_path / "a")
-    assert change.rejected == ("file.txt", "missing")
+    assert change.rejected == (
+        ("file.txt", "is a file, not a folder: add the folder that holds it"),
+        ("missing", "does not exist"),
+    )
+    assert change.links == (("link", tmp_path / "a"),)
     data = json.loads(config.read_text())
     assert data == {"defaultTopK": 9, "defaultRoots": ["/legacy", str(tmp_path / "a")]}
 

@@ -343,17 +343,23 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         change = index.add(args.paths, Path.cwd())
     finally:
         index.close()
+    links = {target: raw for raw, target in change.links}
+
+    def via(path: Path) -> str:
+        return f"  ({links[path]} is a symlink to it)" if path in links else ""
+
     for path in change.changed:
-        print(f"added     {path}")
+        print(f"added     {path}{via(path)}")
     for path in change.unchanged:
-        print(f"already   {path}")
+        print(f"already   {path}{via(path)}")
     for inner, outer in change.taken_over:
         print(f"merged    {inner} into {outer} (its index moved over, nothing re-embedded)")
-    for raw in change.rejected:
-        print(f"not a directory: {raw}", file=sys.stderr)
+    for raw, reason in change.rejected:
+        print(f"not added: {raw} {reason}", file=sys.stderr)
     for path, owner in change.covered:
         how = "configured" if owner in change.roots else "indexed (add that folder instead)"
-        print(f"not added: {path} is inside {owner}, which is already {how}", file=sys.stderr)
+        shown = f"{links[path]} (a symlink to {path})" if path in links else str(path)
+        print(f"not added: {shown} is inside {owner}, which is already {how}", file=sys.stderr)
     for path, old in change.moved:
         print(
             f"not added: {path}: it looks like {old} moved here: run `semsearch move {old} "

@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import pty
 import re
 import signal
 import sqlite3
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from semsearch import __version__
-from semsearch.cli.commands import COMMANDS, build_parser, main
+from semsearch.cli.commands import COMMANDS, MCP_ON_A_TERMINAL, build_parser, main
 from semsearch.cli.output import Marker, Progress, progress_line, watch_line
 from semsearch.config import load_settings
 from semsearch.index import Index
@@ -1219,3 +1220,28 @@ def test_a_hit_shown_on_one_line_starts_at_its_line(
         found = re.fullmatch(r" *\d+  shop  src/steps\.py:(\d+) +\d\.\d{3}  (.*)", row)
         assert found, row
         assert found.group(2).startswith(" ".join(lines[int(found.group(1)) - 1].split()))
+
+
+def test_mcp_started_on_a_terminal_says_what_it_is() -> None:
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-m", "semsearch", "mcp"]
+    proc = subprocess.Popen(argv, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline().decode()
+        os.write(master, b"\x04")  # Ctrl-D: the terminal's end of input
+        out, rest = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        proc.kill()
+        proc.wait()
+    assert first == MCP_ON_A_TERMINAL + "\n"
+    assert 'command "semsearch", args ["mcp"]' in first
+    assert (out, rest, proc.returncode) == (b"", b"", 0)  # stdout stays the protocol's
+
+
+def test_mcp_started_by_a_client_says_nothing() -> None:
+    argv = [sys.executable, "-m", "semsearch", "mcp"]
+    done = subprocess.run(argv, input=b"", capture_output=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")

@@ -220,16 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
 def _add_grep(sub: Any) -> None:
     """``grep``: its flags follow grep and ripgrep."""
     grep = sub.add_parser(
@@ -613,10 +603,18 @@ def _check_search_output(args: argparse.Namespace, context: int | None) -> None:
         raise UsageError(f"{shown} shows chunks as text: leave out {' and '.join(chosen)}.")
 
 
+MCP_ON_A_TERMINAL = (
+    "semsearch: serving MCP on stdio, which is for an MCP client: configure one to start it "
+    '(command "semsearch", args ["mcp"]; see docs/mcp.md). Ctrl-D stops it.'
+)
+
+
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     """``mcp``: serve the index over stdio until stdin closes."""
     from semsearch.mcp.server import serve  # the MCP SDK loads only for this command
 
+    if sys.stdin.isatty():  # a person, not a client, started it
+        print(MCP_ON_A_TERMINAL, file=sys.stderr, flush=True)
     serve(args.index)
     return EXIT_OK
 

@@ -1,13 +1,15 @@
 """Settings: defaults < config file < environment < command-line flags, built once, frozen.
 
 The config file is JSON (``~/.config/semsearch/config.json`` by default). Every key is optional;
-unknown keys are kept when ``add``/``remove`` rewrite the file and otherwise ignored. A malformed
-file or a value of the wrong type raises :class:`ConfigError` naming the path (and line/column for
-JSON syntax errors).
+unknown keys are kept when ``add``/``remove`` rewrite the file and otherwise ignored, each with a
+warning in :attr:`Settings.warnings` naming the nearest known key. A malformed file or a value of
+the wrong type raises :class:`ConfigError` naming the path and the key (and line/column for JSON
+syntax errors).
 """
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib.util
 import json
@@ -81,6 +83,7 @@ class Settings:
     allow_secret_patterns: tuple[str, ...] = ()
     index_kinds: frozenset[str] = frozenset()
     auto_index: bool = True  # the MCP server updates the index before search and gather
+    warnings: tuple[str, ...] = ()  # about the config file (unknown keys), for the user to see
 
     @property
     def default_mode(self) -> Mode:
@@ -201,6 +204,61 @@ def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
     return resolved
 
 
+CHUNK_KEYS = (
+    "targetTokens",
+    "overlapTokens",
+    "documentTargetTokens",
+    "documentOverlapTokens",
+    "hardTokenLimit",
+)
+CONFIG_KEYS = (
+    "defaultRoots",
+    "defaultRoot",
+    "chunk",
+    "defaultTopK",
+    "hybridSearch",
+    "rrfK",
+    "maxFileSizeBytes",
+    "binaryExtensions",
+    "defaultIgnorePatterns",
+    "ignoreFile",
+    "allowSecretPatterns",
+    "indexKinds",
+    "indexDir",
+    "modelDir",
+    "modelVariant",
+    "storeBackend",
+    "mcpAutoIndex",
+)
+"""The keys of the config file (``chunk`` holds :data:`CHUNK_KEYS`); any other is ignored with a
+warning."""
+
+
+def unknown_keys(path: Path, data: Mapping[str, Any]) -> list[str]:
+    """A warning for each key of the config file semsearch does not know, naming the nearest
+    known key (a typo is the usual cause)."""
+    found: list[tuple[str, str, Sequence[str]]] = [
+        (key, key, CONFIG_KEYS) for key in data if key not in CONFIG_KEYS
+    ]
+    chunk = data.get("chunk")
+    if isinstance(chunk, dict):
+        found += [(f"chunk.{key}", key, CHUNK_KEYS) for key in chunk if key not in CHUNK_KEYS]
+    warnings = []
+    for shown, key, known in found:
+        nearest = _nearest(key, known)
+        prefix = "chunk." if shown != key else ""
+        hint = f"did you mean `{prefix}{nearest}`?" if nearest else "see the README's config table"
+        warnings.append(f"{path}: unknown key `{shown}` is ignored; {hint}")
+    return warnings
+
+
+def _nearest(key: str, known: Sequence[str]) -> str | None:
+    """The known key closest to ``key`` (compared without case), if any is close."""
+    folded = {name.lower(): name for name in known}
+    close = difflib.get_close_matches(key.lower(), list(folded), n=1, cutoff=0.6)
+    return folded[close[0]] if close else None
+
+
 def _chunk_settings(path: Path, data: Mapping[str, Any]) -> dict[str, int]:
     """Code and document chunk sizes; a default never exceeds the limits set beside it."""
     chunk = _expect(path, "chunk", data.get("chunk", {}), dict, "an object")
@@ -300,7 +358,11 @@ def _check_backend(backend: str, config_path: Path) -> None:
 
 
 def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Settings:
-    """Build the settings from the environment (pass ``os.environ``) and the ``--index`` flag."""
+    """Build the settings from the environment (pass ``os.environ``) and the ``--index`` flag.
+
+    A wrong type or value raises :class:`ConfigError` naming the key; an unknown key is only a
+    warning, in :attr:`Settings.warnings`, for the caller to show.
+    """
     config_path = default_config_path(env)
     data = read_config_file(config_path)
     values: dict[str, Any] = {
@@ -326,6 +388,7 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         config_exists=config_path.is_file(),
         index_path=Path(os.path.abspath(_index_path(env, data, config_path, index_flag))),
         roots=tuple(config_roots(config_path, data)),
+        warnings=tuple(unknown_keys(config_path, data)),
         **values,
     )
 

@@ -96,6 +96,21 @@ def test_malformed_config_is_one_line_without_traceback(
     )
 
 
+def test_a_config_typo_is_one_warning_line(
+    capsys: pytest.CaptureFixture[str], isolated_env: Path, project: Path
+) -> None:
+    config = isolated_env / ".config" / "semsearch" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"defaultRoots": [str(project)], "defaultTopk": 3}))
+    code, out, err = run(capsys, "list")
+    assert (code, out) == (0, f"project  {project}\n")
+    assert err == (
+        f"semsearch: warning: {config}: unknown key `defaultTopk` is ignored; "
+        "did you mean `defaultTopK`?\n"
+    )
+    assert run(capsys, "add", str(project))[2] == err  # once, though add reads the file again
+
+
 def test_add_list_config_remove(capsys: pytest.CaptureFixture[str], project: Path) -> None:
     code, out, _ = run(capsys, "add", str(project))
     assert code == 0 and out.startswith(f"added     {project}\n")

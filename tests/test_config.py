@@ -130,6 +130,11 @@ def test_chunk_sizes_per_kind_and_defaults_that_fit_a_lower_limit(
             "`chunk.targetTokens` must be between 8 and 100",
         ),
         ({"maxFileSizeBytes": -1}, "`maxFileSizeBytes` must be >= 1"),
+        ({"storeBackend": 5}, "`storeBackend` must be text, got 5."),
+        ({"indexKinds": "venv"}, '`indexKinds` must be a list of strings, got "venv".'),
+        ({"chunk": [200]}, "`chunk` must be an object, got [200]."),
+        ({"ignoreFile": None}, "`ignoreFile` must be a file name, got null."),
+        ({"modelDir": ["a"]}, '`modelDir` must be a folder path, got ["a"].'),
         ({"storeBackend": "postgres"}, "Unknown store backend 'postgres'"),
     ],
 )
@@ -142,6 +147,32 @@ def test_bad_config_is_one_clear_error(
         load_settings(os.environ)
     assert message in str(caught.value)
     assert str(config) in str(caught.value)
+
+
+def test_unknown_keys_are_warnings_naming_the_nearest_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(
+        tmp_path / "config.json",
+        {
+            "defaultTopk": 3,
+            "defaultTopK": 4,
+            "HybridSearch": False,
+            "chunk": {"targetToken": 100, "overlapTokens": 20},
+            "colour": "blue",
+        },
+    )
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    settings = load_settings(os.environ)
+    assert settings.warnings == (
+        f"{config}: unknown key `defaultTopk` is ignored; did you mean `defaultTopK`?",
+        f"{config}: unknown key `HybridSearch` is ignored; did you mean `hybridSearch`?",
+        f"{config}: unknown key `colour` is ignored; see the README's config table",
+        f"{config}: unknown key `chunk.targetToken` is ignored; did you mean `chunk.targetTokens`?",
+    )
+    assert (settings.top_k, settings.hybrid, settings.target_tokens) == (4, True, 240)
+    write_config(config, {"defaultTopK": 4, "chunk": {"overlapTokens": 20}})
+    assert load_settings(os.environ).warnings == ()
 
 
 def test_add_stores_real_paths_once_and_keeps_other_keys(tmp_path: Path) -> None:

@@ -1134,3 +1134,23 @@ def test_search_sees_a_file_saved_a_second_before_at_its_exact_lines(
     finally:
         session.close()
     assert "Traceback" not in (world["base"] / "watch-server.log").read_text()
+
+
+def test_config_typos_are_logged_once_on_stderr(world: dict[str, Path]) -> None:
+    home = world["base"] / "typo-home"
+    config = home / ".config" / "semsearch" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"defaultTopk": 3}))
+    log = world["base"] / "typo-server.log"
+    session = Client(server_env(home), world["base"], log)
+    try:
+        ok(session.call("list_folders"))
+        config.write_text(json.dumps({"defaultTopk": 3, "mcpAutoIndx": False}))  # edited while up
+        for _ in range(2):
+            ok(session.call("list_folders"))
+    finally:
+        session.close()
+    logged = log.read_text()
+    assert logged.count("unknown key `defaultTopk` is ignored; did you mean `defaultTopK`?") == 1
+    assert logged.count("unknown key `mcpAutoIndx` is ignored; did you mean `mcpAutoIndex`?") == 1
+    assert "Traceback" not in logged

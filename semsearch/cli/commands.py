@@ -292,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.index = getattr(args, "index", None)
     try:
         settings = load_settings(os.environ, args.index)
+        for warning in settings.warnings:
+            print(f"semsearch: warning: {warning}", file=sys.stderr)
         code: int = COMMANDS[args.command](args, settings)
         return code
     except UsageError as exc:
@@ -615,7 +617,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 
     if sys.stdin.isatty():  # a person, not a client, started it
         print(MCP_ON_A_TERMINAL, file=sys.stderr, flush=True)
-    serve(args.index)
+    serve(args.index, warned=settings.warnings)
     return EXIT_OK
 
 

@@ -25,7 +25,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, ParamSpec
 
@@ -143,17 +143,30 @@ class Scope:
 class Tools:
     """The tools' implementations; the open index they share lives in an :class:`IndexCache`."""
 
-    def __init__(self, index_flag: str | None, changes: ChangeMonitor | None = None) -> None:
+    def __init__(
+        self,
+        index_flag: str | None,
+        changes: ChangeMonitor | None = None,
+        warned: Iterable[str] = (),
+    ) -> None:
         self._index_flag = index_flag
         self._indexes = IndexCache(changes)
+        # config warnings shown already (``warned``: by the CLI, at start); settings are re-read
+        self._warned = set(warned)
 
     def close(self) -> None:
         """Close the open indexes and wait for any model load (the server's shutdown)."""
         self._indexes.close()
 
     def settings(self) -> Settings:
-        """The settings as they are now (the config file is small: read on every call)."""
-        return load_settings(os.environ, self._index_flag)
+        """The settings as they are now (the config file is small: read on every call); each
+        config warning is logged once."""
+        settings = load_settings(os.environ, self._index_flag)
+        for warning in settings.warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                logger.warning("%s", warning)
+        return settings
 
     def _fresh(self, settings: Settings) -> tuple[Index, bool]:
         """The shared index, brought up to date first when ``mcpAutoIndex`` is on; and whether
@@ -404,9 +417,11 @@ def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServe
     )
 
 
-def serve(index_flag: str | None) -> None:
-    """Serve the tools over stdio until the client closes stdin; then close the index."""
-    tools = Tools(index_flag)
+def serve(index_flag: str | None, warned: Iterable[str] = ()) -> None:
+    """Serve the tools over stdio until the client closes stdin; then close the index.
+
+    ``warned``: the config warnings the caller has shown (the others are logged to stderr)."""
+    tools = Tools(index_flag, warned=warned)
     try:
         build_server(index_flag, tools).run("stdio")
     finally:

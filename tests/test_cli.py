@@ -159,7 +159,7 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     code, out, _ = run(capsys, "index", str(project), "--json")
     assert code == 0 and json.loads(out)["filesIndexed"] == 1
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--json", "-k", "1")
-    (hit,) = json.loads(out)
+    (hit,) = json.loads(out)["results"]
     assert (hit["relPath"], hit["startLine"], hit["endLine"]) == ("retry.py", 1, 2)
     assert set(hit) >= {"filePath", "folder", "startLine", "endLine", "page", "score", "text"}
     assert hit["vectorRank"] == 1 and hit["cosineRank"] == 1  # one chunk: nothing to lift
@@ -290,7 +290,7 @@ def test_remove_purges_a_folder_indexed_but_never_configured(
     code, out, err = run(capsys, "remove", str(project))
     assert code == 0, err
     assert "purged    1 file from the index" in out
-    assert run(capsys, "search", "retry_with_backoff", "--json")[1].strip() == "[]"
+    assert json.loads(run(capsys, "search", "retry_with_backoff", "--json")[1])["results"] == []
 
 
 def test_configure_process_respects_the_users_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -371,7 +371,7 @@ def test_search_folder_refuses_an_ambiguous_name(
             capsys, "search", "otters", "--folder", folder, "--mode", "bm25", "--json"
         )
         assert code == 0, err
-        assert [hit["relPath"] for hit in json.loads(out)] == [expected]
+        assert [hit["relPath"] for hit in json.loads(out)["results"]] == [expected]
 
 
 # Counts agree: dry run, first run, later runs and status (issue 11, item 8).
@@ -568,6 +568,14 @@ def test_progress_line_fits_the_width_and_keeps_the_end_of_the_path(
 ) -> None:
     assert progress_line(event, width, eta, rate) == line
     assert width < 1 or len(line) <= width - 1
+
+
+def test_progress_quotes_a_name_with_a_control_character() -> None:
+    event = FileEvent("docs", "a\x1b[2Jb.md", "indexed", 1, 2, 0)
+    assert progress_line(event, 0) == '  docs  1/2 files · 0 chunks · "a\\033[2Jb.md"'
+    stream = io.StringIO()
+    Progress(stream, verbose=True)(event)
+    assert stream.getvalue() == '  indexed   "docs/a\\033[2Jb.md"\n'
 
 
 def draw(progress: Progress, now: list[float], at: float, *events: FileEvent) -> None:
@@ -833,7 +841,7 @@ def test_move_on_a_copied_index_file(
     assert code == 0, err
     assert f"{here} is not in the config: run `semsearch add {here}`" in out
     code, out, _ = run(capsys, "--index", str(copy), "search", "retry", "--mode", "bm25", "--json")
-    assert [hit["filePath"] for hit in json.loads(out)] == [str(here / "retry.py")]
+    assert [hit["filePath"] for hit in json.loads(out)["results"]] == [str(here / "retry.py")]
 
 
 def test_add_suggests_move_when_a_missing_folder_moved_here(
@@ -962,8 +970,9 @@ def test_search_and_status_say_how_many_chunks_wait_for_vectors(
     assert (code, err) == (0, note.format("results come from words alone for them"))
     assert "retry.py:1" in out  # found by its words
     code, out, err = run(capsys, "search", "retry_with_backoff", "--json")
-    assert err == note.format("results come from words alone for them")
-    assert json.loads(out)[0]["relPath"] == "retry.py"  # the JSON is still the list of hits
+    assert err == ""  # the JSON carries the count instead
+    found = json.loads(out)
+    assert found["results"][0]["relPath"] == "retry.py" and found["chunksPending"] == 1
     code, out, err = run(capsys, "search", "retry_with_backoff", "--mode", "vector")
     assert err == note.format("vector mode cannot find them") and "retry.py" not in out
     assert run(capsys, "search", "retry_with_backoff", "--mode", "bm25")[2] == ""
@@ -1026,7 +1035,7 @@ def test_a_cold_search_uses_the_build_that_made_the_index(
     monkeypatch.setenv("SS_MODEL_VARIANT", other)  # the default now names the other build
     code, out, err = run(capsys, "search", "card payments retried", "--json")
     assert (code, err) == (0, "")
-    assert [hit["relPath"] for hit in json.loads(out)] == ["pay.md"]
+    assert [hit["relPath"] for hit in json.loads(out)["results"]] == ["pay.md"]
 
 
 # Search filters and output options (issue 34, items 5, 6, 12 and 19).
@@ -1079,7 +1088,7 @@ def test_search_globs_repeat_and_exclude(
 ) -> None:
     code, out, err = bm25(capsys, "--files-only", "--json", *filters)
     assert (code, err) == (0, "")
-    assert {row["relPath"] for row in json.loads(out)} == rels
+    assert {row["relPath"] for row in json.loads(out)["files"]} == rels
 
 
 @pytest.mark.parametrize(
@@ -1118,13 +1127,13 @@ def test_search_filter_and_output_errors(
 def test_files_only_json_lists_each_file_once_with_its_best_score(
     capsys: pytest.CaptureFixture[str], shop: Path
 ) -> None:
-    hits = json.loads(bm25(capsys, "--json")[1])
+    hits = json.loads(bm25(capsys, "--json")[1])["results"]
     code, out, _ = bm25(capsys, "--json", "--files-only")
     best: dict[str, dict[str, object]] = {}
     for hit in hits:
         row = {key: hit[key] for key in ("filePath", "folder", "relPath", "score")}
         best.setdefault(hit["filePath"], row)
-    assert code == 0 and json.loads(out) == list(best.values())
+    assert code == 0 and json.loads(out) == {"files": list(best.values()), "chunksPending": 0}
     assert bm25(capsys, "--files-only")[1] == "".join(f"{path}\n" for path in best)
 
 
@@ -1163,7 +1172,7 @@ def test_context_shows_whole_lines_of_the_file_around_each_hit(
 def test_vimgrep_prints_path_line_col_and_the_first_line(
     capsys: pytest.CaptureFixture[str], shop: Path
 ) -> None:
-    hits = json.loads(bm25(capsys, "--json")[1])
+    hits = json.loads(bm25(capsys, "--json")[1])["results"]
     code, out, _ = bm25(capsys, "--vimgrep")
     assert code == 0
     assert out.splitlines() == [
@@ -1175,12 +1184,12 @@ def test_vimgrep_prints_path_line_col_and_the_first_line(
 
 
 def test_min_score_drops_the_hits_below_it(capsys: pytest.CaptureFixture[str], shop: Path) -> None:
-    hits = json.loads(bm25(capsys, "--json")[1])
+    hits = json.loads(bm25(capsys, "--json")[1])["results"]
     lowest, second = sorted({hit["score"] for hit in hits})[:2]
     floor = (lowest + second) / 2  # clear of the rounding of the scores printed
     code, out, _ = bm25(capsys, "--json", "--min-score", str(floor))
     assert code == 0
-    assert json.loads(out) == [hit for hit in hits if hit["score"] >= floor]
+    assert json.loads(out)["results"] == [hit for hit in hits if hit["score"] >= floor]
     assert bm25(capsys, "--min-score", "1.5") == (0, "", "No results scoring at least 1.5.\n")
 
 
@@ -1260,3 +1269,32 @@ def test_mcp_started_by_a_client_says_nothing() -> None:
     argv = [sys.executable, "-m", "semsearch", "mcp"]
     done = subprocess.run(argv, input=b"", capture_output=True, timeout=60, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_any_file_name_is_indexed_and_printed_unambiguously(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = write_tree(
+        tmp_path / "names", {"new\nline.md": "zebra alpha\n", 'q"\t.md': "zebra beta\n"}
+    )
+    latin1 = Path(os.fsdecode(os.fsencode(root) + b"/caf\xe9.md"))
+    latin1.write_text("zebra gamma\n")
+    assert run(capsys, "add", str(root))[0] == 0
+    code, out, _ = run(capsys, "index", "--dry-run")
+    assert code == 0 and '"caf\\351.md"' in out and '"new\\nline.md"' in out
+    hash_indexed()
+    code, out, _ = run(capsys, "search", "zebra", "--mode", "bm25")
+    shown = sorted(line.split()[2] for line in out.splitlines())
+    assert shown == ['"caf\\351.md":1', '"new\\nline.md":1', '"q\\"\\t.md":1']
+    code, out, _ = run(capsys, "search", "zebra", "--mode", "bm25", "--json")
+    assert '"relPath": "caf\\udce9.md"' in out  # the byte that is not UTF-8, escaped
+    paths = {hit["filePath"] for hit in json.loads(out)["results"]}
+    assert paths == {str(latin1), f"{root}/new\nline.md", f'{root}/q"\t.md'}
+    assert all(Path(path).read_text().startswith("zebra") for path in paths)
+    out = run(capsys, "search", "zebra", "--mode", "bm25", "--files-only")[1]
+    assert f'"{root}/caf\\351.md"' in out.splitlines()
+    out = run(capsys, "grep", "gamma", str(root))[1]
+    assert out == f'"{root}/caf\\351.md":1:zebra gamma\n'
+    out = run(capsys, "grep", "--json", "gamma", str(root))[1]
+    assert json.loads(out)["matches"][0]["filePath"] == str(latin1)
+    assert run(capsys, "cat", str(latin1)) == (0, "zebra gamma\n", "")

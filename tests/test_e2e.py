@@ -123,7 +123,7 @@ def search_json(
     """Search through the CLI and parse its JSON."""
     code, out, err = run(capsys, "search", query, "-k", str(k), "--json")
     assert code == 0, err
-    hits: list[dict[str, object]] = json.loads(out)
+    hits: list[dict[str, object]] = json.loads(out)["results"]
     return hits
 
 
@@ -224,7 +224,7 @@ def test_copied_index_searches_elsewhere(
     copy.write_bytes(source.read_bytes())
     code, out, err = run(capsys, "--index", str(copy), "search", "ERR_ZORBLATT_7741", "--json")
     assert code == 0, err
-    assert json.loads(out)[0]["relPath"] == "lib/payment_service.dart"
+    assert json.loads(out)["results"][0]["relPath"] == "lib/payment_service.dart"
 
 
 SAME_RESULT_QUERIES = (

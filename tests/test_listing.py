@@ -213,12 +213,20 @@ def test_indexignore_can_reinclude_a_default_pattern(folder: Path) -> None:
 
 @pytest.mark.skipif(os.name != "posix", reason="needs byte file names")
 @pytest.mark.parametrize("use_git", [False, pytest.param(True, marks=needs_git)])
-def test_non_utf8_file_name_is_skipped(folder: Path, use_git: bool) -> None:
-    make_repo(folder, {"ok.md": "o"}, {}) if use_git else make_tree(folder, {"ok.md": "o"})
+def test_any_file_name_is_listed(folder: Path, use_git: bool) -> None:
+    names = ["ok.md", "new\nline.md", "tab\there.md", "back\\slash.md", 'quote".md']
+    files = {name: "x" for name in names}
+    make_repo(folder, files, {}) if use_git else make_tree(folder, files)
     (Path(os.fsdecode(os.fsencode(folder) + b"/bad\xff.md"))).write_text("x")
+    (Path(os.fsdecode(os.fsencode(folder) + b"/caf\xe9/x\x01.md"))).parent.mkdir()
+    (Path(os.fsdecode(os.fsencode(folder) + b"/caf\xe9/x\x01.md"))).write_text("x")
     listing = list_files(folder)
-    assert rels(listing) == ["ok.md"]
-    assert listing.skipped == (Skip("bad\udcff.md", "file name is not valid UTF-8"),)
+    expected = ["bad\udcff.md", "caf\udce9/x\x01.md", *names]
+    assert rels(listing) == sorted(expected)
+    assert listing.skipped == ()
+    for entry in listing.files:  # each entry names its file, byte for byte
+        assert entry.path.read_text() == "x"
+        assert os.fsencode(entry.path) == os.fsencode(folder) + b"/" + os.fsencode(entry.rel)
 
 
 def test_missing_global_ignore_file_is_fine(folder: Path) -> None:

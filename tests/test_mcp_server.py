@@ -1154,3 +1154,32 @@ def test_config_typos_are_logged_once_on_stderr(world: dict[str, Path]) -> None:
     assert logged.count("unknown key `defaultTopk` is ignored; did you mean `defaultTopK`?") == 1
     assert logged.count("unknown key `mcpAutoIndx` is ignored; did you mean `mcpAutoIndex`?") == 1
     assert "Traceback" not in logged
+
+
+def test_names_that_are_not_utf8_come_back_escaped_and_read_back(world: dict[str, Path]) -> None:
+    home = world["base"] / "names-home"
+    home.mkdir()
+    notes = write_tree(world["base"] / "names", {"tab\there.md": "A walrus naps on the floe.\n"})
+    latin1 = Path(os.fsdecode(os.fsencode(notes) + b"/caf\xe9.md"))
+    latin1.write_text("An otter cracks a clam on its belly.\n")
+    env = server_env(home)
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(notes)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "names-server.log")
+    try:
+        ok(session.call("index", {}))
+        (hit,) = search(session, "otter cracking a clam", k=1)
+        assert (hit["relPath"], hit["filePath"]) == ("caf\\xe9.md", f"{notes}/caf\\xe9.md")
+        read = session.call("cat_file", {"filePath": hit["filePath"]})
+        assert "An otter cracks a clam" in ok(read)
+        assert read.structured_content is not None
+        assert read.structured_content["relPath"] == "caf\\xe9.md"
+        found = session.call("grep", {"pattern": "walrus|otter", "regex": True})
+        assert found.structured_content is not None
+        rels = [m["relPath"] for m in found.structured_content["matches"]]
+        assert rels == ["caf\\xe9.md", "tab\there.md"]
+        assert "caf\\xe9.md:1" in ok(found)
+        block = ok(session.call("gather", {"query": "otter cracking a clam", "k": 1}))
+        assert "caf\\xe9.md" in block
+    finally:
+        session.close()
+    assert "Traceback" not in (world["base"] / "names-server.log").read_text()

@@ -529,3 +529,27 @@ def test_move_folder_under_a_prefix_rekeys_rows_and_their_terms(store: Store) ->
     for word in ("zebra", "retry", "policy", "net"):  # FTS rows left in step with the new rel
         assert fts_count(store, word) == 0, word
     assert store.chunk_count() == 2
+
+
+ODD_NAMES = ("caf\udce9.md", "new\nline.md", "tab\t.md", "caf\u00e9.md", "x\udcff\udc80y.md")
+
+
+def test_any_file_name_is_stored_and_given_back(store: Store) -> None:
+    """Names whose bytes are not UTF-8 (os.fsdecode's surrogate escapes) round-trip, distinct
+    from every other name, the accented one included."""
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, name, [f"word{n}"]) for n, name in enumerate(ODD_NAMES)])
+    assert sorted(store.file_states(folder)) == sorted(ODD_NAMES)
+    assert sorted(r.rel for r in store.file_refs().values()) == sorted(ODD_NAMES)
+    ids = [int(i) for i in store.chunk_ids()]
+    assert sorted(c.rel for c in store.chunks(ids)) == sorted(ODD_NAMES)
+    assert sorted(rel for _, rel in store.pending_paths(10)) == sorted(ODD_NAMES)
+    assert fts_count(store, "caf") == 1  # a path term: the byte that is not UTF-8 ends the word
+    store.write_files([file_write(folder, "caf\udce9.md", ["rewritten"])])  # the same row
+    assert len(store.file_states(folder)) == len(ODD_NAMES)
+    assert (fts_count(store, "word0"), fts_count(store, "rewritten")) == (0, 1)
+    assert store.delete_files(folder, ["caf\udce9.md", "new\nline.md"]) == 2
+    assert sorted(store.file_states(folder)) == sorted(ODD_NAMES[2:])
+    outer = store.ensure_folder("/srv", "srv")
+    assert store.move_folder("/srv/a", "/srv", "\udce9/") == 3
+    assert sorted(store.file_states(outer)) == sorted("\udce9/" + name for name in ODD_NAMES[2:])

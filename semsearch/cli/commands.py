@@ -7,6 +7,7 @@ errors to stderr.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -15,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from semsearch import __version__
 from semsearch.cli.output import (
@@ -35,6 +36,7 @@ from semsearch.cli.output import (
     print_report,
     print_status,
     print_vimgrep,
+    quote_path,
     rebuild_json,
     watch_line,
 )
@@ -284,6 +286,7 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the CLI's single error boundary."""
     configure_process()
+    _escape_unencodable(sys.stdout)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -307,6 +310,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "semsearch: interrupted; the index is consistent, run again to resume.", file=sys.stderr
         )
         return 130
+
+
+def _escape_unencodable(stream: TextIO) -> None:
+    """Have ``stream`` print what its encoding cannot hold (a file name's bytes that are not
+    UTF-8, kept as surrogate escapes) as backslash escapes rather than fail: inside a JSON
+    string that is the ``\\udcXX`` escape :func:`~.output.json_text` writes."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")
 
 
 def _index(settings: Settings, one_shot: bool = False) -> Index:
@@ -573,13 +584,14 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         index.close()
     if args.json:
         rows = file_rows(hits) if args.files_only else [hit.as_json() for hit in hits]
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        key = "files" if args.files_only else "results"
+        print(json_text({key: rows, "chunksPending": pending}))
         return EXIT_OK
     if not hits:
         floor = "" if args.min_score is None else f" scoring at least {args.min_score:g}"
         print(f"No results{floor}.", file=sys.stderr)
     elif args.files_only:
-        print("\n".join(row["filePath"] for row in file_rows(hits)))
+        print("\n".join(quote_path(row["filePath"]) for row in file_rows(hits)))
     elif args.vimgrep:
         print_vimgrep(hits)
     else:

@@ -49,11 +49,11 @@ def print_plan(plans: list[FolderPlan], as_json: bool) -> None:
         total = sum(f.size for f in plan.files)
         print(f"{plan.root}  ({plan.mode} mode)")
         for entry in plan.files:
-            print(f"  {entry.size:>10,}  {entry.rel}")
+            print(f"  {entry.size:>10,}  {quote_path(entry.rel)}")
         for skip in plan.skipped:
-            print(f"  {'skipped':>10}  {skip.rel}  ({skip.reason})")
+            print(f"  {'skipped':>10}  {quote_path(skip.rel)}  ({skip.reason})")
         for error in plan.errors:
-            print(f"  {'error':>10}  {error.rel}  ({error.reason})")
+            print(f"  {'error':>10}  {quote_path(error.rel)}  ({error.reason})")
         for warning in plan.warnings:
             print(f"  warning: {warning}")
         print(
@@ -79,7 +79,7 @@ def print_report(report: IndexReport) -> None:
         for warning in folder.warnings:
             print(f"  warning: {warning}", file=sys.stderr)
         for problem in folder.problems:
-            print(f"  error: {problem.path}: {problem.reason}", file=sys.stderr)
+            print(f"  error: {quote_path(problem.path)}: {problem.reason}", file=sys.stderr)
         if folder.failed:
             continue
         print(
@@ -400,7 +400,7 @@ def _row(number: int, hit: Hit, end_line: int | None = None) -> tuple[str, str, 
     """A result's number, folder, ``path:line`` (``path:first-last`` with ``end_line``, and the
     PDF page) and score."""
     lines = f"{hit.start_line}" if end_line is None else f"{hit.start_line}-{end_line}"
-    where = f"{hit.rel}:{lines}" + (f" (p.{hit.page})" if hit.page else "")
+    where = f"{quote_path(hit.rel)}:{lines}" + (f" (p.{hit.page})" if hit.page else "")
     return str(number), hit.folder, where, f"{hit.score:.3f}"
 
 
@@ -432,7 +432,7 @@ def print_vimgrep(hits: list[Hit]) -> None:
     ``:cexpr``, VS Code and other editors jump to each)."""
     for hit in hits:
         first = hit.text.split("\n", 1)[0]
-        print(f"{hit.path}:{hit.start_line}:1:{first}")
+        print(f"{quote_path(hit.path)}:{hit.start_line}:1:{first}")
 
 
 def file_rows(hits: list[Hit]) -> list[dict[str, Any]]:
@@ -481,7 +481,7 @@ def progress_line(
         line = " · ".join(parts)
         return line if width < 1 else line[: width - 1]
     head = " · ".join(parts) + " · "
-    name = event.rel
+    name = quote_path(event.rel)
     if width < 1:
         return head + name
     room = width - 1 - len(head)
@@ -546,7 +546,8 @@ class Progress:
         if self._verbose and event.action not in hidden:
             self.clear()
             detail = f"  ({event.detail})" if event.detail else ""
-            print(f"  {event.action:<9} {event.folder}/{event.rel}{detail}", file=self._stream)
+            name = quote_path(f"{event.folder}/{event.rel}")
+            print(f"  {event.action:<9} {name}{detail}", file=self._stream)
         if not self._live:
             return
         now = self._clock()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,6 +87,19 @@ def read_text(entry: FileEntry, ignore: IgnoreSettings) -> Extracted:
     return extract(entry.rel, data)
 
 
+_ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def unescaped_name(path: str) -> str:
+    """``path``, or, when no file has that name and it holds ``\\xHH`` escapes of bytes 0x80
+    and up (the MCP tools write a file name's bytes that are not UTF-8 so), the name with those
+    bytes (as ``os.fsdecode`` gives them) when that exists."""
+    if "\\x" not in path or os.path.lexists(path):
+        return path
+    unescaped = _ESCAPED_BYTE.sub(lambda found: chr(0xDC00 + int(found[1], 16)), path)
+    return unescaped if os.path.lexists(unescaped) else path
+
+
 @dataclass(frozen=True)
 class Located:
     """A readable file: the configured folder it belongs to and its listing entry."""
@@ -113,7 +127,7 @@ class Locator:
         must not be a secret file and must be in the folder's listing (not ignored, not binary
         by extension, not too large, not a skipped kind).
         """
-        path = os.path.expanduser(path)
+        path = unescaped_name(os.path.expanduser(path))
         if not os.path.isabs(path):
             raise PathRefusedError(
                 f"Refused: {path!r} is not an absolute path. Use the filePath returned by "

@@ -170,7 +170,7 @@ def _allow_list(patterns: tuple[str, ...]) -> PatternList:
 
 @dataclass(frozen=True)
 class IgnoreRules:
-    """Everything decided from a path's name: ignore patterns, UTF-8 and binary extensions.
+    """Everything decided from a path's name: ignore patterns, secret files, binary extensions.
 
     The patterns of every source are one :class:`~.gitignore.PatternList`, so the last
     match wins across sources. In walk mode a path is matched by itself (the walk never enters
@@ -219,8 +219,6 @@ class IgnoreRules:
             found = self.patterns.last_match(rel)
         if found is not None and not found.is_negated:
             return next(why for end, why in self.sources if found.line < end)
-        if not rel.isascii() and not _is_utf8_name(rel):
-            return "file name is not valid UTF-8"
         if not is_dir and extension_of(rel) in self.settings.binary_extensions:
             return "binary extension"
         return None
@@ -247,15 +245,6 @@ def gitignore_reason(files: tuple[PatternList, ...], rel: str) -> str | None:
         if decision is not None:
             return f"ignored by {gitignore.base}.gitignore" if decision else None
     return None
-
-
-def _is_utf8_name(name: str) -> bool:
-    """False for names holding undecodable bytes (surrogate escapes) that SQLite cannot store."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 # A secret pattern with a "/" names the last path components, hence the leading "**/".

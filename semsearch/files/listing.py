@@ -4,14 +4,16 @@
 ignored (``.gitignore`` files, ``.git/info/exclude``, ``core.excludesFile``); elsewhere the
 folder is walked, its ``.gitignore`` files at every depth apply as git applies them, and
 :data:`~semsearch.files.ignore.DEFAULT_IGNORE_PATTERNS` too. In both modes the secret-file list, the
-folder's ``.indexignore``, the global ignore file, the UTF-8 name check, the binary-extension
-list, a regular-file check, a size cap and the skipped kinds (lockfiles, minified files, source
-maps, data files, and the Python virtual environments below the root) apply on top
-(:mod:`.ignore`, :mod:`.filetype`). Nothing here raises for a missing folder or an unreadable
-entry: such problems come back in :attr:`Listing.errors` and :attr:`Listing.warnings`. A folder
-below the root that cannot be read (no read or search permission, e.g. mode 000) is skipped in
-both modes, with one warning naming it: in git mode git says which folders it could not open,
-and a tracked file that cannot be looked at names the folder that blocks it.
+folder's ``.indexignore``, the global ignore file, the binary-extension list, a regular-file
+check, a size cap and the skipped kinds (lockfiles, minified files, source maps, data files, and
+the Python virtual environments below the root) apply on top (:mod:`.ignore`, :mod:`.filetype`).
+Names are what the file system holds: any byte but "/" and NUL, a byte that is not UTF-8 kept as
+``os.fsdecode`` keeps it (a surrogate escape), so every file is listed whatever its name.
+Nothing here raises for a missing folder or an unreadable entry: such problems come back in
+:attr:`Listing.errors` and :attr:`Listing.warnings`. A folder below the root that cannot be read
+(no read or search permission, e.g. mode 000) is skipped in both modes, with one warning naming
+it: in git mode git says which folders it could not open, and a tracked file that cannot be
+looked at names the folder that blocks it.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from semsearch.files.listing import FileEntry, Listing, list_files
 from semsearch.model.embedder import Embedder
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 from semsearch.text.chunking import ChunkSettings, chunk_text
+from semsearch.text.lexical import name_text
 
 FLUSH_CHUNKS = 256  # chunks per first-pass write
 EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
@@ -223,7 +224,8 @@ class Indexer:
         while batch := self._store.pending_paths(EMBED_BATCH, folder_ids):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
-            embedded = self._embedder.embed([rels[at] for at in code]) if code else None
+            texts = [name_text(rels[at]) for at in code]
+            embedded = self._embedder.embed(texts) if code else None
             if embedded is not None:
                 self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
                 self.paths_embedded += len(code)

@@ -410,6 +410,21 @@ def trim_report(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def readable(value: Any) -> Any:
+    """``value`` (text, or JSON-like lists and dicts of it) with each byte of a file name that is
+    not UTF-8 (a surrogate escape) written ``\\xHH``, as JSON over MCP must be UTF-8;
+    ``cat_file`` takes such a path back (:meth:`~semsearch.files.access.Locator.locate`)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, list):
+        return [readable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: readable(item) for key, item in value.items()}
+    return value
+
+
 def plain_schema(schema: Any) -> Any:
     """The schema with ``$ref``s inlined, without titles and null defaults."""
     defs = schema.get("$defs", {}) if isinstance(schema, dict) else {}

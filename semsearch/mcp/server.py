@@ -72,6 +72,7 @@ from semsearch.mcp.schema import (
     hit_json,
     lines_json,
     plain_schema,
+    readable,
     trim_report,
 )
 from semsearch.search.hits import Hit
@@ -94,15 +95,21 @@ P = ParamSpec("P")
 
 
 def _text(text: str, is_error: bool = False) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+    return CallToolResult(
+        content=[TextContent(type="text", text=readable(text))], is_error=is_error
+    )
 
 
 def _json(payload: dict[str, Any]) -> CallToolResult:
-    return _structured(json.dumps(payload, indent=2, ensure_ascii=False), payload)
+    shown = readable(payload)  # before json.dumps, so that the text is valid JSON too
+    return _structured(json.dumps(shown, indent=2, ensure_ascii=False), shown)
 
 
 def _structured(text: str, payload: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+    return CallToolResult(
+        content=[TextContent(type="text", text=readable(text))],
+        structured_content=readable(payload),
+    )
 
 
 def _failure(name: str, exc: Exception) -> CallToolResult:

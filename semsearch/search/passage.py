@@ -204,15 +204,16 @@ def count_fitting(sections: Sequence[str]) -> int:
     """How many of the first sections, joined by blank lines, fit in :data:`TEXT_CAP_BYTES`."""
     size = 0
     for count, section in enumerate(sections):
-        size += len(section.encode()) + 2
+        size += len(section.encode("utf-8", "surrogateescape")) + 2  # a name's bytes
         if size > TEXT_CAP_BYTES:
             return count
     return len(sections)
 
 
 def cut_bytes(text: str, limit: int) -> str:
-    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes."""
-    return text.encode()[:limit].decode("utf-8", "ignore")
+    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes (a file
+    name's bytes that are not UTF-8, in a header, are left out)."""
+    return text.encode("utf-8", "surrogateescape")[:limit].decode("utf-8", "ignore")
 
 
 def read_lines(

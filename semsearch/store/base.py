@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,26 @@ class ChunkRecord:
     end_offset: int
     page: int | None
     text: str
+
+
+_STORED_BYTE = re.compile("\0([0-9a-f]{2})")
+
+
+def stored_rel(rel: str) -> str:
+    """``rel`` as the index keeps it: valid UTF-8, as SQLite and Arrow want text. A byte of the
+    name that is not UTF-8 (a surrogate escape of ``os.fsdecode``, U+DC80-U+DCFF) becomes a NUL
+    and the byte's two hex digits: no file name holds a NUL, so no other name reads the same.
+    Character by character, so ``stored_rel(a + b) == stored_rel(a) + stored_rel(b)``."""
+    if rel.isascii():
+        return rel
+    return "".join(f"\0{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else c for c in rel)
+
+
+def listed_rel(stored: str) -> str:
+    """The rel path :func:`stored_rel` stored, as the listing gives it."""
+    if "\0" not in stored:
+        return stored
+    return _STORED_BYTE.sub(lambda found: chr(0xDC00 + int(found[1], 16)), stored)
 
 
 def text_hash(text: str) -> str:

@@ -160,9 +160,17 @@ def identifier_terms(text: str) -> list[str]:
     return terms
 
 
+def name_text(rel: str) -> str:
+    """A file name as text for the model and the lexical terms: a byte of it that is not UTF-8
+    (a surrogate escape of ``os.fsdecode``) becomes U+FFFD."""
+    if rel.isascii():
+        return rel
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def chunk_terms(rel: str, text: str) -> str:
     """The ``terms`` column of a chunk."""
-    return " ".join([*path_terms(rel), *identifier_terms(text)])
+    return " ".join([*path_terms(name_text(rel)), *identifier_terms(text)])
 
 
 COLUMNS = ("text", "terms", "defines")  # the lexical columns of every backend

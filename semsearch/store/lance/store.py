@@ -8,6 +8,8 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
                           chunks_epoch (times the chunks table was created)
     folders(id, path, name, last_indexed)
     files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
+                          rel: a byte of it that is not UTF-8 is a NUL and two hex digits
+                          (`store.base.stored_rel`), as in the SQLite index
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
            text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised,
            text_hash, has_vector: bool)
@@ -95,6 +97,7 @@ try:  # the sibling modules import lancedb and pyarrow too
         chunk_rows,
         chunk_schema,
         file_row,
+        files_table,
         folder_records,
         ids_sql,
         known_vectors,
@@ -165,7 +168,7 @@ class LanceStore(VectorColumns, PathVectors):
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
         self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
-        self._file_cache = TableRows(self._files)
+        self._file_cache = TableRows(self._files, has_rel=True)
         self._folder_cache = TableRows(self._folders)
         self._ann: tuple[int, bool] = (-1, False)
         self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
@@ -382,9 +385,7 @@ class LanceStore(VectorColumns, PathVectors):
             chunks.delete(f"file_id IN ({ids_sql(replaced)})")
         self._files.merge_insert(
             "id"
-        ).when_matched_update_all().when_not_matched_insert_all().execute(
-            pa.Table.from_pylist(file_rows, FILES)
-        )
+        ).when_matched_update_all().when_not_matched_insert_all().execute(files_table(file_rows))
         if not reuse:
             self._drop_path_vectors(replaced)
 
@@ -393,9 +394,7 @@ class LanceStore(VectorColumns, PathVectors):
         rows = self._file_rows()
         changed = [{**rows[i], "mtime_ns": m} for i, m in touches if i in rows]
         if changed:
-            self._files.merge_insert("id").when_matched_update_all().execute(
-                pa.Table.from_pylist(changed, FILES)
-            )
+            self._files.merge_insert("id").when_matched_update_all().execute(files_table(changed))
 
     def delete_files(self, folder_id: int, rels: Iterable[str]) -> int:
         """Forget files (and their chunks) under a folder; returns how many were given."""
@@ -462,9 +461,7 @@ class LanceStore(VectorColumns, PathVectors):
         if moving and prefix and chunk_table is not None:
             _retag(chunk_table, {r["id"]: r for r in moving})
         if moving:
-            self._files.merge_insert("id").when_matched_update_all().execute(
-                pa.Table.from_pylist(moving, FILES)
-            )
+            self._files.merge_insert("id").when_matched_update_all().execute(files_table(moving))
         if new is None:
             values = {"path": new_path, "name": PurePath(new_path).name}
             self._folders.update(where=f"id = {int(target)}", values=values)

@@ -11,7 +11,16 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from semsearch.store.base import ChunkRow, FileWrite, FloatArray, Folder, IdArray, text_hash
+from semsearch.store.base import (
+    ChunkRow,
+    FileWrite,
+    FloatArray,
+    Folder,
+    IdArray,
+    listed_rel,
+    stored_rel,
+    text_hash,
+)
 from semsearch.text.lexical import chunk_terms, definitions
 
 T = TypeVar("T")
@@ -65,10 +74,13 @@ def chunk_schema(dim: int) -> pa.Schema:
 
 
 class TableRows:
-    """A small table's rows by id, read again only when the table has a new version."""
+    """A small table's rows by id, read again only when the table has a new version; with
+    ``has_rel`` (the files table) each row's ``rel`` is as the listing gives it
+    (:func:`~semsearch.store.base.listed_rel`)."""
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, has_rel: bool = False) -> None:
         self._table = table
+        self._has_rel = has_rel
         self._version = -1
         self._rows: dict[int, dict[str, Any]] = {}
 
@@ -76,9 +88,18 @@ class TableRows:
         """id → row; the same dict until the table changes."""
         version = self._table.version
         if version != self._version:
-            self._rows = {row["id"]: row for row in self._table.to_arrow().to_pylist()}
+            rows = self._table.to_arrow().to_pylist()
+            if self._has_rel:
+                rows = [{**row, "rel": listed_rel(row["rel"])} for row in rows]
+            self._rows = {row["id"]: row for row in rows}
             self._version = version
         return self._rows
+
+
+def files_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    """Rows of the files table (their ``rel`` as the listing gives it) as the table stores them
+    (:func:`~semsearch.store.base.stored_rel`)."""
+    return pa.Table.from_pylist([{**row, "rel": stored_rel(row["rel"])} for row in rows], FILES)
 
 
 def chunk_rows(

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.store.base import ChunkRow, FloatArray, IdArray, damaged_error
+from semsearch.store.base import ChunkRow, FloatArray, IdArray, damaged_error, listed_rel
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import connect, has_column
 
@@ -222,7 +222,10 @@ def read_chunks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[ChunkRow]:
         f" JOIN folders f ON f.id = x.folder_id WHERE c.id IN ({marks})",
         list(ids),
     ).fetchall()
-    by_id = {row[0]: ChunkRow(*row) for row in rows}
+    by_id = {
+        i: ChunkRow(i, file_id, path, name, listed_rel(rel), *rest)
+        for i, file_id, path, name, rel, *rest in rows
+    }
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -241,7 +244,7 @@ def read_pending_paths(
         f"{within} ORDER BY id LIMIT ?",
         (*ids, limit),
     )
-    return [(int(i), rel) for i, rel in rows]
+    return [(int(i), listed_rel(rel)) for i, rel in rows]
 
 
 def path_blob(vector: FloatArray) -> bytes:

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
-from semsearch.store.base import text_hash
+from semsearch.store.base import listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
 from semsearch.text.lexical import chunk_terms, definitions
 
@@ -196,7 +196,7 @@ def _defines(text: str) -> str:
 def _terms(rel: str | None, text: str) -> str:
     if rel is None:  # the file row must still exist when its chunks are written or deleted
         raise ValueError("chunk without a file row")
-    return chunk_terms(rel, text)
+    return chunk_terms(listed_rel(rel), text)
 
 
 def split_sql(script: str) -> list[str]:

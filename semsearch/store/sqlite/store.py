@@ -10,7 +10,8 @@ On-disk format (schema version 5, ``PRAGMA user_version``)::
     files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
           mtime_ns INTEGER, size INTEGER, sha256 TEXT, status TEXT, kind TEXT,
           UNIQUE(folder_id, rel), path_vector BLOB NULL)
-        rel: POSIX path relative to the folder, so a copied index still searches;
+        rel: POSIX path relative to the folder, so a copied index still searches; a byte of it
+        that is not UTF-8 is a NUL and two hex digits (`store.base.stored_rel`);
         path_vector: the embedding of rel (sqlite_rows.path_blob: a byte a component); empty
         for a file without one (a document), NULL until embedded;
         status: ok | empty | binary | too_large | error (files without chunks are remembered so
@@ -66,8 +67,10 @@ from semsearch.store.base import (
     Folder,
     IdArray,
     damaged_error,
+    listed_rel,
     model_mismatch_message,
     reports_damage,
+    stored_rel,
     text_hash,
 )
 from semsearch.store.lock import is_writable, read_only_message
@@ -265,7 +268,8 @@ class SqliteStore:
             "SELECT id, rel, mtime_ns, size, sha256, status FROM files WHERE folder_id = ?",
             (folder_id,),
         )
-        return {row[1]: FileState(*row) for row in rows}
+        states = (FileState(i, listed_rel(rel), *rest) for i, rel, *rest in rows)
+        return {state.rel: state for state in states}
 
     def file_refs(self) -> dict[int, FileRef]:
         """File id → reference for every file that has chunks; read again after a write."""
@@ -275,7 +279,11 @@ class SqliteStore:
                 "SELECT x.id, x.folder_id, f.name, f.path, x.rel FROM files x"
                 " JOIN folders f ON f.id = x.folder_id WHERE x.status = 'ok'"
             )
-            self._refs = (generation, {row[0]: FileRef(*row) for row in rows})
+            refs = {
+                i: FileRef(i, folder, name, path, listed_rel(rel))
+                for i, folder, name, path, rel in rows
+            }
+            self._refs = (generation, refs)
         return self._refs[1]
 
     def write_files(self, writes: Sequence[FileWrite], *, reuse: bool = True) -> None:
@@ -298,19 +306,20 @@ class SqliteStore:
         else:
             known = read_stored_vectors(conn, hashes) if reuse else {}
             blobs = [known.get(h) for h in hashes]
+        rel = stored_rel(write.rel)
         path_vector = None  # without reuse (index --force) it is made again
         if reuse:  # the rel stays, and so does its path vector
             path_vector = conn.execute(
                 "SELECT path_vector FROM files WHERE folder_id = ? AND rel = ?",
-                (write.folder_id, write.rel),
+                (write.folder_id, rel),
             ).fetchone()
-        delete_files_where(conn, "folder_id = ? AND rel = ?", (write.folder_id, write.rel))
+        delete_files_where(conn, "folder_id = ? AND rel = ?", (write.folder_id, rel))
         cursor = conn.execute(
             "INSERT INTO files(folder_id, rel, mtime_ns, size, sha256, status, kind, path_vector)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 write.folder_id,
-                write.rel,
+                rel,
                 write.mtime_ns,
                 write.size,
                 write.sha256,
@@ -416,7 +425,7 @@ class SqliteStore:
             return 0
         with self._write() as conn:
             for rel in rels:
-                delete_files_where(conn, "folder_id = ? AND rel = ?", (folder_id, rel))
+                delete_files_where(conn, "folder_id = ? AND rel = ?", (folder_id, stored_rel(rel)))
         return len(rels)
 
     def remove_folder(self, path: str) -> int:
@@ -439,7 +448,7 @@ class SqliteStore:
         if old is None or old_path == new_path:
             return 0
         with self._write() as conn:
-            return move_files(conn, old, new, new_path, prefix)
+            return move_files(conn, old, new, new_path, stored_rel(prefix))
 
     def _folder_id(self, path: str) -> int | None:
         row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()

@@ -1298,3 +1298,18 @@ def test_any_file_name_is_indexed_and_printed_unambiguously(
     out = run(capsys, "grep", "--json", "gamma", str(root))[1]
     assert json.loads(out)["matches"][0]["filePath"] == str(latin1)
     assert run(capsys, "cat", str(latin1)) == (0, "zebra gamma\n", "")
+    assert [hit["relPath"] for hit in json.loads(out)] == ["pay.md"]
+
+
+def test_a_query_with_a_byte_that_is_not_utf8_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], project: Path
+) -> None:
+    """`semsearch search $'caf\\xff'`: Python decodes the byte to a lone surrogate (found by
+    fuzzing: it ended in a UnicodeEncodeError traceback)."""
+    hash_indexed(project)
+    code, out, err = run(capsys, "search", "caf\udcff", "--mode", "bm25")
+    assert (code, out) == (2, "")
+    assert err == (
+        "semsearch: The query 'caf\\xff' holds bytes that are not UTF-8 text. Type it again in "
+        "UTF-8 (a terminal set to another encoding sends such bytes).\n"
+    )

@@ -14,7 +14,7 @@ import pytest
 
 import semsearch
 from semsearch.cli.output import explain
-from semsearch.config import Settings
+from semsearch.config import Mode, Settings
 from semsearch.errors import NoMatchingFilesError, UsageError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder, OnnxEmbedder
@@ -200,6 +200,21 @@ def test_empty_query_is_a_usage_error(two_folders: Index, bad: str) -> None:
 def test_k_below_one_is_a_usage_error(two_folders: Index) -> None:
     with pytest.raises(UsageError, match="k must be at least 1"):
         two_folders.search("retry", k=0)
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [("caf\udcff", "'caf\\xff'"), ("text:\ud800", "'text:\\ud800'")],
+)
+@pytest.mark.parametrize("mode", ["hybrid", "bm25"])
+def test_a_query_with_bytes_that_are_not_utf8_is_a_usage_error(
+    two_folders: Index, query: str, shown: str, mode: Mode
+) -> None:
+    """Found by fuzzing: such a query ended in a UnicodeEncodeError from SQLite (and the model's
+    tokenizer raises TypeError on it)."""
+    with pytest.raises(UsageError) as caught:
+        two_folders.search(query, mode=mode)
+    assert str(caught.value).startswith(f"The query {shown} holds bytes that are not UTF-8 text.")
 
 
 def test_overlapping_chunks_of_one_file_are_deduplicated(tmp_path: Path, hash_index: Index) -> None:

@@ -14,6 +14,7 @@ similarity times the priors, not rescaled. The priors and the choice of the top 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -313,12 +314,32 @@ def _named_arm(
 def _validate(query: str, options: SearchOptions) -> None:
     if not query.strip():
         raise UsageError("The query is empty. Give some words to search for.")
+    if _SURROGATE.search(query):
+        raise UsageError(
+            f"The query {_shown(query)} holds bytes that are not UTF-8 text. Type it again in "
+            "UTF-8 (a terminal set to another encoding sends such bytes)."
+        )
     if options.k < 1:
         raise UsageError(f"k must be at least 1, got {options.k}.")
     if options.mode not in MODES:
         raise UsageError(f"Unknown mode {options.mode!r}: use one of {', '.join(MODES)}.")
     if options.min_score is not None and not math.isfinite(options.min_score):
         raise UsageError(f"The minimum score must be a number, got {options.min_score}.")
+
+
+# A lone surrogate: how Python decodes a byte of argv that is not UTF-8 (\xff → \udcff); neither
+# SQLite nor the tokenizer takes one.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _shown(query: str) -> str:
+    """The query quoted, each byte that is not UTF-8 as ``\\xNN`` (other surrogates ``\\uNNNN``)."""
+    return "'" + _SURROGATE.sub(_escape_surrogate, query) + "'"
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    point = ord(match.group())
+    return f"\\x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"\\u{point:04x}"
 
 
 def _definitions(

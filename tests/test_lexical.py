@@ -74,6 +74,7 @@ def test_chunk_terms_join_path_and_identifiers() -> None:
         ("os.path.join", '"os.path.join"'),
         ("* - ( )", ""),
         ("dup dup", '"dup"'),
+        ("NEAR(\x00", '"NEAR( "'),  # found by fuzzing: FTS5 read the NUL as the string's end
     ],
 )
 def test_fts_query_quotes_every_word(query: str, expected: str) -> None:

@@ -217,6 +217,17 @@ def test_a_query_with_bytes_that_are_not_utf8_is_a_usage_error(
     assert str(caught.value).startswith(f"The query {shown} holds bytes that are not UTF-8 text.")
 
 
+@pytest.mark.parametrize(
+    ("query", "found"), [("NEAR(\x00", 0), ('text:"\x00', 0), ("retry\x00backoff", 5)]
+)
+def test_a_query_holding_a_nul_is_searched(two_folders: Index, query: str, found: int) -> None:
+    """Found by fuzzing: SQLite's FTS5 answered "unterminated string" (an MCP client can send
+    a NUL in JSON); the NUL parts words as a space does."""
+    hits = two_folders.search(query, mode="bm25")
+    assert len(hits) == found
+    assert all("retry backoff" in hit.text for hit in hits)
+
+
 def test_overlapping_chunks_of_one_file_are_deduplicated(tmp_path: Path, hash_index: Index) -> None:
     paragraphs = "\n\n".join(f"needle paragraph {i} " + "word " * 60 for i in range(12))
     root = write_tree(tmp_path / "long", {"long.md": paragraphs})

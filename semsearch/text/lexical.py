@@ -193,9 +193,12 @@ class LexicalQuery:
     def fts5(self) -> str:
         """The SQLite FTS5 expression: every alternative quoted (safe for any input).
 
-        Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts.
+        Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts. A NUL
+        becomes a space: FTS5 reads it as the end of the query ("unterminated string").
         """
-        phrases = " OR ".join('"' + word.replace('"', '""') + '"' for word in self.alternatives)
+        phrases = " OR ".join(
+            '"' + word.replace('"', '""').replace("\x00", " ") + '"' for word in self.alternatives
+        )
         if self.columns == COLUMNS:
             return phrases
         return "{" + " ".join(self.columns) + "} : (" + phrases + ")"

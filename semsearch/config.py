@@ -157,6 +157,17 @@ def _expect(path: Path, key: str, value: Any, kind: type | tuple[type, ...], wha
     return value
 
 
+def _path_text(path: Path, key: str, value: Any, what: str) -> str:
+    """A path from the config: text, and without a NUL (no file name holds one; the OS calls
+    would raise ValueError)."""
+    text: str = _expect(path, key, value, str, what)
+    if "\x00" in text:
+        raise ConfigError(
+            f"{path}: `{key}` must be {what} without a NUL character, got {json.dumps(text)}."
+        )
+    return text
+
+
 def _positive_int(path: Path, key: str, value: Any, low: int = 1, high: int | None = None) -> int:
     number: int = _expect(path, key, value, int, "an integer")
     if number < low or (high is not None and number > high):
@@ -193,9 +204,11 @@ def _kinds(path: Path, value: Any) -> frozenset[str]:
 def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
     """The configured folders; relative entries resolve against the config file's folder."""
     roots = list(_string_list(path, "defaultRoots", data.get("defaultRoots", [])))
+    for entry in roots:
+        _path_text(path, "defaultRoots", entry, "a list of folder paths")
     legacy = data.get("defaultRoot")
     if legacy is not None:
-        roots.insert(0, _expect(path, "defaultRoot", legacy, str, "a string"))
+        roots.insert(0, _path_text(path, "defaultRoot", legacy, "a string"))
     resolved: list[Path] = []
     for entry in roots:
         root = Path(os.path.realpath(path.parent / Path(entry).expanduser()))
@@ -313,13 +326,13 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
             path, "defaultIgnorePatterns", data["defaultIgnorePatterns"]
         )
     if "ignoreFile" in data:
-        values["ignore_file"] = _expect(path, "ignoreFile", data["ignoreFile"], str, "a file name")
+        values["ignore_file"] = _path_text(path, "ignoreFile", data["ignoreFile"], "a file name")
     if "allowSecretPatterns" in data:
         values["allow_secret_patterns"] = _patterns(path, "allowSecretPatterns", data)
     if "indexKinds" in data:
         values["index_kinds"] = _kinds(path, data["indexKinds"])
     if "modelDir" in data:
-        model_dir = _expect(path, "modelDir", data["modelDir"], str, "a folder path")
+        model_dir = _path_text(path, "modelDir", data["modelDir"], "a folder path")
         values["model_dir"] = path.parent / Path(model_dir).expanduser()
     if "storeBackend" in data:
         values["store_backend"] = _expect(path, "storeBackend", data["storeBackend"], str, "text")
@@ -342,7 +355,7 @@ def _index_path(
     if env.get("SS_INDEX_DIR"):
         return Path(env["SS_INDEX_DIR"]).expanduser() / INDEX_NAME
     if "indexDir" in data:
-        folder = _expect(config_path, "indexDir", data["indexDir"], str, "a folder path")
+        folder = _path_text(config_path, "indexDir", data["indexDir"], "a folder path")
         return config_path.parent / Path(folder).expanduser() / INDEX_NAME
     return _xdg(env, "XDG_DATA_HOME", ".local/share") / APP_DIR / INDEX_NAME
 

@@ -111,6 +111,31 @@ def test_a_config_typo_is_one_warning_line(
     assert run(capsys, "add", str(project))[2] == err  # once, though add reads the file again
 
 
+@pytest.mark.parametrize(
+    ("config", "argv"),
+    [
+        ({"defaultRoots": ["a\x00b"]}, ["list"]),
+        ({"ignoreFile": "a\x00b"}, ["index", "--dry-run", "PROJECT"]),
+    ],
+)
+def test_a_nul_in_a_configured_path_is_one_line_without_traceback(
+    capsys: pytest.CaptureFixture[str],
+    isolated_env: Path,
+    project: Path,
+    config: dict[str, object],
+    argv: list[str],
+) -> None:
+    """Found by fuzzing: a ValueError (embedded null byte) traceback."""
+    path = isolated_env / ".config" / "semsearch" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(config))
+    code, out, err = run(capsys, *[str(project) if a == "PROJECT" else a for a in argv])
+    assert (code, out) == (1, "")
+    key = next(iter(config))
+    assert err.startswith(f"semsearch: {path}: `{key}` must be ")
+    assert err.endswith(' without a NUL character, got "a\\u0000b".\n')
+
+
 def test_add_list_config_remove(capsys: pytest.CaptureFixture[str], project: Path) -> None:
     code, out, _ = run(capsys, "add", str(project))
     assert code == 0 and out.startswith(f"added     {project}\n")

@@ -136,6 +136,18 @@ def test_chunk_sizes_per_kind_and_defaults_that_fit_a_lower_limit(
         ({"ignoreFile": None}, "`ignoreFile` must be a file name, got null."),
         ({"modelDir": ["a"]}, '`modelDir` must be a folder path, got ["a"].'),
         ({"storeBackend": "postgres"}, "Unknown store backend 'postgres'"),
+        # found by fuzzing: a NUL in a path was a ValueError traceback from the first OS call
+        (
+            {"ignoreFile": "a\x00b"},
+            '`ignoreFile` must be a file name without a NUL character, got "a\\u0000b".',
+        ),
+        (
+            {"defaultRoots": ["/srv", "\x00"]},
+            '`defaultRoots` must be a list of folder paths without a NUL character, got "\\u0000".',
+        ),
+        ({"defaultRoot": "/a\x00"}, "`defaultRoot` must be a string without a NUL character"),
+        ({"indexDir": "\x00idx"}, "`indexDir` must be a folder path without a NUL character"),
+        ({"modelDir": "m\x00"}, "`modelDir` must be a folder path without a NUL character"),
     ],
 )
 def test_bad_config_is_one_clear_error(

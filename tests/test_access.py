@@ -122,6 +122,7 @@ def test_locator_follows_symlinks_inside_the_folder(confined: tuple[Path, Path])
         ("{data}/missing.md", "not found"),
         ("{data}", "a folder, not a file"),
         ("ok.md", "not an absolute path"),
+        ("{data}/ok.md\x00", "holds a NUL character"),  # found by fuzzing: a ValueError
     ],
 )
 def test_locator_refusals(confined: tuple[Path, Path], path: str, message: str) -> None:

@@ -133,6 +133,11 @@ class Locator:
                 f"Refused: {path!r} is not an absolute path. Use the filePath returned by "
                 "search, gather or grep."
             )
+        if "\x00" in path:  # no file name holds one; os calls would raise ValueError
+            raise PathRefusedError(
+                f"Refused: {path!r} holds a NUL character, which no file name holds. Use the "
+                "filePath returned by search, gather or grep."
+            )
         real = os.path.realpath(path)
         owners = self._owners(real)
         if not owners:

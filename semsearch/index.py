@@ -148,7 +148,9 @@ def ignore_settings(settings: Settings) -> IgnoreSettings:
 
 
 def resolve_root(raw: str | Path, cwd: Path | None = None) -> Path:
-    """An absolute, symlink-free folder path."""
+    """An absolute, symlink-free folder path; a path holding a NUL is a :class:`UsageError`."""
+    if "\x00" in os.fspath(raw):  # os.path.realpath would raise ValueError
+        raise UsageError(f"No folder at {os.fspath(raw)!r}: a path cannot hold a NUL character.")
     base = cwd or Path.cwd()
     return Path(os.path.realpath(base / Path(raw).expanduser()))
 

@@ -138,6 +138,27 @@ def test_holding_folder_refuses_anything_outside(tree: Path, target: str) -> Non
         holding_folder(target.format(base=tree), [tree / "a/docs", tree / "notes"])
 
 
+def test_a_path_holding_a_nul_is_a_usage_error(tree: Path, settings: Settings) -> None:
+    """Found by fuzzing: the MCP index tool given root "<folder>/retry.py\\x00" answered
+    "Internal error ... ValueError: embedded null byte"."""
+    target = f"{tree}/notes/retry.py\x00"
+    message = f"No folder at '{tree}/notes/retry.py\\x00': a path cannot hold a NUL character."
+    index = Index(settings, embedder=HashEmbedder())
+    calls = [
+        lambda: holding_folder(target, [tree / "notes"]),
+        lambda: resolve_folder(target, known(tree), tree),
+        lambda: index.update([target]),
+        lambda: index.plan([target]),
+    ]
+    try:
+        for call in calls:
+            with pytest.raises(UsageError) as caught:
+                call()
+            assert str(caught.value) == message
+    finally:
+        index.close()
+
+
 def test_holding_folder_refuses_an_ambiguous_name(tree: Path) -> None:
     with pytest.raises(UsageError, match=f"{tree}/a/docs, {tree}/b/docs"):
         holding_folder("docs", [tree / "a/docs", tree / "b/docs"])

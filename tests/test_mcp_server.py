@@ -488,6 +488,13 @@ def test_index_refuses_unconfigured_folders(
     assert "Refused" in message and "semsearch add" in message
 
 
+def test_a_root_holding_a_nul_is_a_plain_error(client: Client, world: dict[str, Path]) -> None:
+    """Found by fuzzing: "Internal error in index: ValueError: embedded null byte"."""
+    root = f"{world['shop']}/src/app.py\x00"
+    message = error(client.call("index", {"root": root}))
+    assert message == f"No folder at {root!r}: a path cannot hold a NUL character."
+
+
 def test_index_of_a_subfolder_updates_its_configured_folder(
     client: Client, world: dict[str, Path], indexed: dict[str, Any]
 ) -> None:

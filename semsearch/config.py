@@ -115,7 +115,7 @@ def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:
 def default_config_path(env: Mapping[str, str]) -> Path:
     """``$SS_CONFIG_PATH``, else ``$XDG_CONFIG_HOME/semsearch/config.json``."""
     if env.get("SS_CONFIG_PATH"):
-        return Path(env["SS_CONFIG_PATH"]).expanduser()
+        return Path(os.path.expanduser(env["SS_CONFIG_PATH"]))
     return _xdg(env, "XDG_CONFIG_HOME", ".config") / APP_DIR / CONFIG_NAME
 
 
@@ -211,7 +211,7 @@ def config_roots(path: Path, data: Mapping[str, Any]) -> list[Path]:
         roots.insert(0, _path_text(path, "defaultRoot", legacy, "a string"))
     resolved: list[Path] = []
     for entry in roots:
-        root = Path(os.path.realpath(path.parent / Path(entry).expanduser()))
+        root = Path(os.path.realpath(path.parent / os.path.expanduser(entry)))
         if root not in resolved:
             resolved.append(root)
     return resolved
@@ -333,7 +333,7 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         values["index_kinds"] = _kinds(path, data["indexKinds"])
     if "modelDir" in data:
         model_dir = _path_text(path, "modelDir", data["modelDir"], "a folder path")
-        values["model_dir"] = path.parent / Path(model_dir).expanduser()
+        values["model_dir"] = path.parent / os.path.expanduser(model_dir)
     if "storeBackend" in data:
         values["store_backend"] = _expect(path, "storeBackend", data["storeBackend"], str, "text")
     if "mcpAutoIndex" in data:
@@ -348,15 +348,15 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
 def _index_path(
     env: Mapping[str, str], data: Mapping[str, Any], config_path: Path, flag: str | None
 ) -> Path:
-    if flag:
-        return Path(flag).expanduser()
+    if flag:  # os.path's expanduser leaves "~nosuchuser" as typed, as a shell does (Path's raises)
+        return Path(os.path.expanduser(flag))
     if env.get("SS_INDEX_PATH"):
-        return Path(env["SS_INDEX_PATH"]).expanduser()
+        return Path(os.path.expanduser(env["SS_INDEX_PATH"]))
     if env.get("SS_INDEX_DIR"):
-        return Path(env["SS_INDEX_DIR"]).expanduser() / INDEX_NAME
+        return Path(os.path.expanduser(env["SS_INDEX_DIR"])) / INDEX_NAME
     if "indexDir" in data:
         folder = _path_text(config_path, "indexDir", data["indexDir"], "a folder path")
-        return config_path.parent / Path(folder).expanduser() / INDEX_NAME
+        return config_path.parent / os.path.expanduser(folder) / INDEX_NAME
     return _xdg(env, "XDG_DATA_HOME", ".local/share") / APP_DIR / INDEX_NAME
 
 
@@ -383,7 +383,7 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         **_file_settings(config_path, data),
     }
     if env.get("SS_MODEL_DIR"):
-        values["model_dir"] = Path(env["SS_MODEL_DIR"]).expanduser()
+        values["model_dir"] = Path(os.path.expanduser(env["SS_MODEL_DIR"]))
     if env.get("SS_STORE_BACKEND"):
         values["store_backend"] = env["SS_STORE_BACKEND"]
     if env.get("SS_MCP_AUTO_INDEX"):
@@ -466,6 +466,7 @@ def add_roots(
         target = Path(os.path.realpath(given))
         if target != Path(os.path.abspath(given)):
             links.append((raw, target))
+        target = Path(os.path.realpath(cwd / os.path.expanduser(raw)))
         owner = next((f for f in [*roots, *indexed] if is_inside(target, f)), None)
         reason = not_a_folder(given)
         if reason is not None:

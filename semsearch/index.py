@@ -152,7 +152,7 @@ def resolve_root(raw: str | Path, cwd: Path | None = None) -> Path:
     if "\x00" in os.fspath(raw):  # os.path.realpath would raise ValueError
         raise UsageError(f"No folder at {os.fspath(raw)!r}: a path cannot hold a NUL character.")
     base = cwd or Path.cwd()
-    return Path(os.path.realpath(base / Path(raw).expanduser()))
+    return Path(os.path.realpath(base / os.path.expanduser(raw)))
 
 
 class Index:

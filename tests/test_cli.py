@@ -136,6 +136,30 @@ def test_a_nul_in_a_configured_path_is_one_line_without_traceback(
     assert err.endswith(' without a NUL character, got "a\\u0000b".\n')
 
 
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--index", "~semsearch-no-such-user/i.db", "status"], 0, ""),
+        (["search", "x", "--folder", "~semsearch-no-such-user/p"], 2, "semsearch: No folder at "),
+        (["add", "~semsearch-no-such-user"], 1, "not a directory: ~semsearch-no-such-user"),
+    ],
+)
+def test_a_tilde_of_an_unknown_user_is_a_path_as_typed(
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    code: int,
+    message: str,
+) -> None:
+    """A shell passes `~nosuchuser/p` on as typed; found by fuzzing: a RuntimeError traceback
+    ("Could not determine home directory")."""
+    monkeypatch.chdir(project)
+    hash_indexed(project)
+    result, _, err = run(capsys, *argv)
+    assert (result, err[: len(message)]) == (code, message)
+
+
 def test_add_list_config_remove(capsys: pytest.CaptureFixture[str], project: Path) -> None:
     code, out, _ = run(capsys, "add", str(project))
     assert code == 0 and out.startswith(f"added     {project}\n")

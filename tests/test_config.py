@@ -83,6 +83,24 @@ def test_config_file_values_and_env_override(
     assert load_settings(os.environ).model_dir == tmp_path / "model"
 
 
+def test_a_tilde_of_an_unknown_user_stays_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a shell leaves `~nosuchuser/x`; found by fuzzing: `"modelDir": "~0"` was a
+    RuntimeError traceback (pathlib's expanduser cannot find that user's home)."""
+    user = "~semsearch-no-such-user"
+    config = write_config(
+        tmp_path / "c" / "config.json",
+        {"modelDir": "~0", "defaultRoots": [f"{user}/docs"], "indexDir": user},
+    )
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    settings = load_settings(os.environ)
+    assert settings.model_dir == tmp_path / "c" / "~0"
+    assert settings.roots == (tmp_path / "c" / user / "docs",)
+    assert settings.index_path == tmp_path / "c" / user / "index.db"
+    assert load_settings(os.environ, f"{user}/i.db").index_path == Path.cwd() / user / "i.db"
+
+
 def test_chunk_sizes_per_kind_and_defaults_that_fit_a_lower_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

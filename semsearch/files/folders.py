@@ -149,7 +149,7 @@ def looks_moved(rels: Sequence[str], target: Path, sample: int = 200) -> bool:
 def _real(raw: str, cwd: Path | None) -> str:
     if "\x00" in raw:  # no path holds one; os.path.realpath would raise ValueError
         raise UsageError(f"No folder at {raw!r}: a path cannot hold a NUL character.")
-    return os.path.realpath((cwd or Path.cwd()) / Path(raw).expanduser())
+    return os.path.realpath((cwd or Path.cwd()) / os.path.expanduser(raw))
 
 
 def _named(name: str, folders: Sequence[FolderInfo]) -> FolderInfo:

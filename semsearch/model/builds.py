@@ -160,7 +160,7 @@ def model_cache_dir() -> Path | None:
     if chosen.lower() in ("0", "off"):
         return None
     if chosen:
-        return Path(chosen).expanduser()
+        return Path(os.path.expanduser(chosen))
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "semsearch" / "models"
 

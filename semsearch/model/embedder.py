@@ -221,7 +221,7 @@ class OnnxEmbedder:
             self._expected_sha: str | None = self._variant.sha256
             self._name = self._variant.model_name
         else:
-            model_dir = model_dir.expanduser().resolve()
+            model_dir = Path(os.path.expanduser(model_dir)).resolve()
             if not model_dir.is_dir():
                 raise ModelError(
                     f"Model folder {model_dir} does not exist (SS_MODEL_DIR/modelDir)."

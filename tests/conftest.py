@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from semsearch.config import Settings, load_settings
 from semsearch.index import Index
@@ -48,6 +50,20 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: P
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     return home
 
+
+# Fuzzing (tests/test_fuzz.py): CI runs a fixed, reproducible set of examples (no time limit
+# per example, nor a health check on generation speed: CI machines are shared); a deeper run is
+# HYPOTHESIS_PROFILE=long (random examples, a failing one remembered in .hypothesis/).
+hypothesis_settings.register_profile(
+    "ci",
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+hypothesis_settings.register_profile("long", max_examples=2000, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 BACKENDS = ("sqlite", "lancedb")
 HAS_LANCEDB = importlib.util.find_spec("lancedb") is not None

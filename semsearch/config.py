@@ -462,11 +462,10 @@ def add_roots(
     taken: list[tuple[Path, Path]] = []
     links: list[tuple[str, Path]] = []
     for raw in paths:
-        given = cwd / Path(raw).expanduser()
+        given = cwd / os.path.expanduser(raw)
         target = Path(os.path.realpath(given))
         if target != Path(os.path.abspath(given)):
             links.append((raw, target))
-        target = Path(os.path.realpath(cwd / os.path.expanduser(raw)))
         owner = next((f for f in [*roots, *indexed] if is_inside(target, f)), None)
         reason = not_a_folder(given)
         if reason is not None:

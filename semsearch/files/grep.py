@@ -103,7 +103,7 @@ def resolve_scopes(
     for raw in paths:
         if not raw:
             raise UsageError("A path to search is empty.")
-        real = Path(os.path.realpath(base / Path(raw).expanduser()))
+        real = Path(os.path.realpath(base / os.path.expanduser(raw)))
         if not real.exists():
             raise UsageError(f"{raw}: no such file or folder.")
         owners = roots_holding(roots, real)

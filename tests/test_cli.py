@@ -141,7 +141,11 @@ def test_a_nul_in_a_configured_path_is_one_line_without_traceback(
     [
         (["--index", "~semsearch-no-such-user/i.db", "status"], 0, ""),
         (["search", "x", "--folder", "~semsearch-no-such-user/p"], 2, "semsearch: No folder at "),
-        (["add", "~semsearch-no-such-user"], 1, "not a directory: ~semsearch-no-such-user"),
+        (
+            ["add", "~semsearch-no-such-user"],
+            1,
+            "not added: ~semsearch-no-such-user does not exist",
+        ),
     ],
 )
 def test_a_tilde_of_an_unknown_user_is_a_path_as_typed(
@@ -1347,7 +1351,6 @@ def test_any_file_name_is_indexed_and_printed_unambiguously(
     out = run(capsys, "grep", "--json", "gamma", str(root))[1]
     assert json.loads(out)["matches"][0]["filePath"] == str(latin1)
     assert run(capsys, "cat", str(latin1)) == (0, "zebra gamma\n", "")
-    assert [hit["relPath"] for hit in json.loads(out)] == ["pay.md"]
 
 
 def test_a_query_with_a_byte_that_is_not_utf8_is_a_usage_error(

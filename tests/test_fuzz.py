@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from semsearch.cli.commands import main
 from semsearch.config import load_settings, roots_holding
-from semsearch.errors import ExtractError, UsageError
+from semsearch.errors import ExtractError, NoMatchingFilesError, UsageError
 from semsearch.files.extract import Extracted, extract
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder
@@ -118,7 +118,7 @@ def test_any_query_through_the_cli_is_a_result_or_a_usage_error(
     code, out, err = run(capsys, "search", "--mode", "bm25", "--json", query)
     assert_clear(code, err, (0, 2))
     if code == 0:
-        assert isinstance(json.loads(out), list)
+        assert isinstance(json.loads(out)["results"], list)
 
 
 @shared_fixtures
@@ -154,7 +154,7 @@ def test_any_query_through_the_model_is_a_result_or_a_usage_error(
     code, out, err = run(capsys, "--index", str(model_indexed), "search", "--json", query)
     assert_clear(code, err, (0, 2))
     if code == 0:
-        assert isinstance(json.loads(out), list)
+        assert isinstance(json.loads(out)["results"], list)
 
 
 @shared_fixtures
@@ -166,15 +166,17 @@ def test_any_glob_is_a_result_or_a_usage_error(
         index = hash_index()
         try:
             index.search("retry", glob=glob, mode="hybrid")
-        except UsageError as exc:
+        except (UsageError, NoMatchingFilesError) as exc:
             assert str(exc)
         finally:
             index.close()
         return
     code, out, err = run(capsys, "search", "retry", "--mode", "bm25", "--json", "--glob", glob)
-    assert_clear(code, err, (0, 2))
+    assert_clear(code, err, (0, 1, 2))
     if code == 0:
-        assert isinstance(json.loads(out), list)
+        assert isinstance(json.loads(out)["results"], list)
+    elif code == 1:  # a valid glob that matches no indexed path
+        assert err.startswith("semsearch: No indexed path matches the glob")
     else:
         assert "glob" in err
 

@@ -350,7 +350,9 @@ class DirectoryWatcher:
                     if self.problem is not None:
                         return
         except Exception as exc:  # fail safe: unreliable (full checks), never silently blind
-            logger.warning("the directory watcher stopped: %s", exc, exc_info=True)
+            # One line, not a traceback: what follows is the documented fallback.
+            logger.warning("the directory watcher stopped (%s); full checks from now on", exc)
+            logger.debug("the directory watcher's failure", exc_info=True)
             with self._lock:
                 self.problem = _backend_problem(exc)
                 self.is_stale = self.is_stale or isinstance(exc, FileNotFoundError)

@@ -181,6 +181,10 @@ class Index:
         # freshen's, to skip its check while nothing changed; closed here only if made here
         self._monitor = monitor
         self._owns_monitor = monitor is None
+        if one_shot and embedder is None:
+            # One search, then exit: the model's session starts building now, beside the store
+            # being opened (search() switches to another build if the index was made by one).
+            self.embedder.preload()
         self._updater: threading.Thread | None = None  # freshen's background index run
         self._rebuilding = False  # rebuild() holds the write lock for its update()
 

@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 
 import semsearch.model.embedder as embedder_module
-from semsearch.model.builds import VARIANTS, model_cache_dir, optimised_copy, variant_file
+from semsearch.model.builds import (
+    VARIANTS,
+    known_sha256,
+    model_cache_dir,
+    optimised_copy,
+    sha256_of,
+    variant_file,
+)
 from semsearch.model.embedder import OnnxEmbedder
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_embeddings.json").read_text())
@@ -35,6 +42,28 @@ def vectors(texts: list[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any
     return embedder.embed(texts), embedder.embed_query(texts[0])
 
 
+def copies(cache: Path) -> list[str]:
+    """The entries of the model cache but the digests folder (known_sha256's)."""
+    return sorted(p.name for p in cache.iterdir() if p.name != "digests")
+
+
+def test_a_model_file_is_hashed_once_per_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights " * 1000)
+    first = known_sha256(model)
+    assert first == sha256_of(model)
+    (stamp,) = (tmp_path / "cache" / "digests").iterdir()
+    stamp.write_text(stamp.read_text().replace(first, "f" * 64))  # a kept digest is used as is
+    assert known_sha256(model) == "f" * 64
+    model.write_bytes(b"other weights " * 1000)  # a new state of the file: hashed again
+    assert known_sha256(model) == sha256_of(model) != first
+    monkeypatch.setenv("SS_MODEL_CACHE", "off")
+    assert known_sha256(model) == sha256_of(model)
+
+
 def test_the_copy_gives_the_vectors_of_the_model_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_sessions: dict[Any, Any]
 ) -> None:
@@ -43,7 +72,7 @@ def test_the_copy_gives_the_vectors_of_the_model_itself(
     fresh_sessions.clear()
     monkeypatch.setenv("SS_MODEL_CACHE", str(tmp_path / "cache"))
     cached, cached_query = vectors(REFERENCE["sentences"])
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [optimised_copy(FP32).parent.name]
+    assert copies(tmp_path / "cache") == [optimised_copy(FP32).parent.name]
     assert np.abs(cached - plain).max() < 1e-5 and np.abs(cached_query - plain_query).max() < 1e-5
     expected = np.asarray(REFERENCE["vectors"], dtype=np.float32)
     assert ((cached * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)).min() >= 0.999
@@ -88,7 +117,7 @@ def test_threads_racing_to_make_the_copy_all_get_it(
     for thread in threads:
         thread.join()
     assert len(set(results)) == 1 and results[0] is not None and results[0].is_file()
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [results[0].parent.name]
+    assert copies(tmp_path / "cache") == [results[0].parent.name]
 
 
 @pytest.mark.parametrize("setting", ["off", "0", "blocked"])
@@ -140,7 +169,7 @@ def test_a_model_onnxruntime_cannot_load_leaves_no_copy_behind(
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(FP32.read_bytes()[:1000])  # cut short: onnxruntime refuses it
     assert optimised_copy(broken) is None
-    assert list((tmp_path / "cache").iterdir()) == []  # the half-made folder went too
+    assert copies(tmp_path / "cache") == []  # the half-made folder went too
 
 
 def test_a_copy_half_made_by_a_killed_process_is_removed_once_abandoned(

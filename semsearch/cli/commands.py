@@ -42,7 +42,6 @@ from semsearch.cli.output import (
 )
 from semsearch.config import MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
-from semsearch.files.grep import GrepOptions
 from semsearch.process import configure_process
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
@@ -567,7 +566,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     mode = args.mode or settings.default_mode
     context = 0 if args.full and args.context is None else args.context
     _check_search_output(args, context)
-    index = _index(settings, one_shot=True)
+    index = _index(settings, one_shot=mode != "bm25")  # bm25 needs no model
     try:
         hits = index.search(
             query,
@@ -636,6 +635,8 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_grep(args: argparse.Namespace, settings: Settings) -> int:
     """``grep PATTERN [PATH...]``: exit 0 with matches, 1 without."""
     context = args.context or 0
+    from semsearch.files.grep import GrepOptions  # ~20 ms: only for this command
+
     options = GrepOptions(
         args.pattern,
         regex=not args.fixed_strings,

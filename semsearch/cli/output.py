@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from semsearch.text.lexical import query_words
-
 if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
     from semsearch.files.grep import GrepMatch, GrepResult
     from semsearch.indexing.pipeline import FileEvent
@@ -351,8 +349,12 @@ class Marker:
     """
 
     def __init__(self, query: str = "") -> None:
-        words = query_words(query)
         self._pattern = None
+        if not query:
+            return
+        from semsearch.text.lexical import query_words  # ~10 ms: only on a terminal
+
+        words = query_words(query)
         if words:
             alternatives = "|".join(re.escape(word) for word in words)
             self._pattern = re.compile(

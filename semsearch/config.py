@@ -16,7 +16,7 @@ import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from semsearch.errors import ConfigError
 CONFIG_NAME = "config.json"
 INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
+SERVE_TOKEN_NAME = "serve-token"  # `semsearch serve`'s token file, in the state folder
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
 MODEL_VARIANTS = (
@@ -39,6 +40,7 @@ LANCEDB_MISSING = (
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")  # search modes (ranking arms)
 DEFAULT_TOP_K = 5  # results per search
+DEFAULT_SERVE_PORT = 8700  # `semsearch serve`'s TCP port on 127.0.0.1
 RRF_K = 20  # Reciprocal Rank Fusion's constant: 20 beat the paper's 60 on SciFact and on code
 MODEL_WINDOW = 256  # tokens per input of the built-in model (all-MiniLM-L6-v2's positions)
 HARD_TOKEN_LIMIT = MODEL_WINDOW - 2  # a chunk's most tokens: [CLS] and [SEP] wrap each input
@@ -84,6 +86,9 @@ class Settings:
     index_kinds: frozenset[str] = frozenset()
     auto_index: bool = True  # the MCP server updates the index before search and gather
     warnings: tuple[str, ...] = ()  # about the config file (unknown keys), for the user to see
+    serve_token: str | None = field(default=None, repr=False)  # SS_SERVE_TOKEN: `serve`'s token
+    state_dir: Path | None = None  # $XDG_STATE_HOME/semsearch: `serve`'s token file
+    runtime_dir: Path | None = None  # $XDG_RUNTIME_DIR/semsearch: a running server's record
 
     @property
     def default_mode(self) -> Mode:
@@ -96,6 +101,18 @@ class Settings:
         if self.store_backend == "lancedb":
             return self.index_path.parent / LANCEDB_DIR
         return self.index_path
+
+    @property
+    def serve_token_file(self) -> Path:
+        """Where ``semsearch serve`` keeps the token it made (mode 0600), when
+        ``SS_SERVE_TOKEN`` is not set."""
+        return (self.state_dir or self.config_path.parent) / SERVE_TOKEN_NAME
+
+    @property
+    def server_dir(self) -> Path:
+        """Where a running ``semsearch serve`` leaves its record: the runtime folder (emptied at
+        logout), else the state folder."""
+        return self.runtime_dir or self.state_dir or self.config_path.parent
 
     @property
     def global_ignore_file(self) -> Path:
@@ -390,6 +407,9 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         values["auto_index"] = env["SS_MCP_AUTO_INDEX"].strip().lower() not in ("0", "false", "no")
     if env.get("SS_MODEL_VARIANT"):
         values["model_variant"] = env["SS_MODEL_VARIANT"]
+    if env.get("SS_SERVE_TOKEN"):
+        values["serve_token"] = env["SS_SERVE_TOKEN"]
+    runtime = env.get("XDG_RUNTIME_DIR")
     _check_backend(values.get("store_backend", "sqlite"), config_path)
     if values.get("model_variant", "auto") not in MODEL_VARIANTS:
         raise ConfigError(
@@ -402,6 +422,8 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         index_path=Path(os.path.abspath(_index_path(env, data, config_path, index_flag))),
         roots=tuple(config_roots(config_path, data)),
         warnings=tuple(unknown_keys(config_path, data)),
+        state_dir=_xdg(env, "XDG_STATE_HOME", ".local/state") / APP_DIR,
+        runtime_dir=Path(runtime) / APP_DIR if runtime and os.path.isabs(runtime) else None,
         **values,
     )
 

@@ -40,13 +40,15 @@ from semsearch.cli.output import (
     rebuild_json,
     watch_line,
 )
-from semsearch.config import MODES, Settings, load_settings
+from semsearch.config import DEFAULT_SERVE_PORT, MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.process import configure_process
+from semsearch.service import running_server
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
     from semsearch.index import Index
     from semsearch.indexing.report import IndexReport
+    from semsearch.service import ServerRecord
     from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -70,6 +72,26 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
     return value
 
 
@@ -205,6 +227,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
     )
     sub.add_parser("mcp", help="run the MCP stdio server")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the MCP tools over HTTP on this machine: a warm process for MCP clients",
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_SERVE_PORT,
+        metavar="N",
+        help="TCP port (default: %(default)s; 0: any free port)",
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on (default: %(default)s, this machine only); another one lets "
+        "other machines reach it, with a warning",
+    )
+    serve.add_argument(
+        "--idle-exit",
+        type=_minutes,
+        metavar="MINUTES",
+        help="stop after MINUTES without a request (default: run until stopped)",
+    )
     move = sub.add_parser("move", help="give a moved folder's index to its new path")
     move.add_argument("old", metavar="OLD", help="the folder's name or old path (may be gone)")
     move.add_argument("new", metavar="NEW", help="the folder's new path (a directory)")
@@ -416,6 +462,14 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(f"index         {settings.store_path}  ({settings.store_backend})")
     print(f"model         {model}")
     print(f"ignore file   {settings.global_ignore_file} (+ {settings.ignore_file} in each folder)")
+    if settings.serve_token:
+        print("serve token   from SS_SERVE_TOKEN")
+    else:
+        made = "" if settings.serve_token_file.exists() else "  (made by `semsearch serve`)"
+        print(f"serve token   {settings.serve_token_file}{made}")
+    server = running_server(settings)
+    if server is not None:
+        print(f"server        {server.describe()}")
     roots = [str(r) for r in settings.roots] or ["(none configured)"]
     print(f"folders       {roots[0]}")
     for root in roots[1:]:
@@ -632,6 +686,38 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """``serve``: the MCP tools over HTTP until interrupted, or idle for ``--idle-exit``."""
+    from semsearch.mcp.http import is_loopback, serve  # the MCP SDK loads only for this command
+
+    if not is_loopback(args.host):
+        print(
+            f"semsearch: warning: listening on {args.host}, not only on this machine: anyone "
+            "who can reach it and has the token can search and read your folders.",
+            file=sys.stderr,
+        )
+
+    def ready(record: ServerRecord) -> None:
+        token = record.token_file or "SS_SERVE_TOKEN"
+        print(
+            f"semsearch: serving {settings.store_path} at {record.url} (bearer token in "
+            f"{token}); Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    serve(
+        args.index,
+        settings,
+        args.host,
+        args.port,
+        idle_minutes=args.idle_exit,
+        warned=settings.warnings,
+        on_ready=ready,
+    )
+    return EXIT_OK
+
+
 def cmd_grep(args: argparse.Namespace, settings: Settings) -> int:
     """``grep PATTERN [PATH...]``: exit 0 with matches, 1 without."""
     context = args.context or 0
@@ -723,6 +809,7 @@ COMMANDS: dict[str, Any] = {
     "index": cmd_index,
     "search": cmd_search,
     "mcp": cmd_mcp,
+    "serve": cmd_serve,
     "move": cmd_move,
     "grep": cmd_grep,
     "cat": cmd_cat,

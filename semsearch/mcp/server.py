@@ -1,4 +1,5 @@
-"""The ``semsearch mcp`` server: six tools over stdio, a thin adapter over the library.
+"""The ``semsearch mcp`` server: six tools over stdio (and over HTTP, :mod:`.http`), a thin
+adapter over the library; and the index's status as a resource (``semsearch://status``).
 
 Tools (the original tool's names and parameter names): ``search``, ``gather``, ``list_folders``,
 ``cat_file``, ``grep`` and ``index``. Every call re-reads the settings, so folders added or removed
@@ -32,6 +33,8 @@ from typing import Annotated, Any, ParamSpec
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -76,6 +79,7 @@ from semsearch.mcp.schema import (
     trim_report,
 )
 from semsearch.search.hits import Hit
+from semsearch.service import STATUS_URI
 
 logger = logging.getLogger("semsearch.mcp")
 INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
@@ -316,6 +320,16 @@ class Tools:
         result = self._indexes.get(self.settings()).grep(options, folder, DEFAULT_TIMEOUT)
         return _grep_report(result, options)
 
+    def status(self) -> str:
+        """The index file, its model and size, then every configured or indexed folder with its
+        files, skipped files, errors, chunks, last run and files changed since (JSON, the same
+        as `semsearch status --json`)."""
+        try:
+            status = self._indexes.get(self.settings()).status()
+        except SemsearchError as exc:
+            raise ResourceError(str(exc)) from exc
+        return json.dumps(readable(status.as_json()), indent=2, ensure_ascii=False)
+
     async def index(
         self,
         ctx: Context,
@@ -391,7 +405,8 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
 
 
 def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServer:
-    """The MCP server with the six tools (names, titles and annotations in :data:`TOOLS`)."""
+    """The MCP server with the six tools (names, titles and annotations in :data:`TOOLS`) and
+    the index's status as a resource (:data:`STATUS_URI`)."""
     tools = tools or Tools(index_flag)
     registered: list[Tool] = []
     for name, title, read_only in TOOLS:
@@ -414,11 +429,20 @@ def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServe
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
         registered.append(tool)
+    status = FunctionResource.from_function(
+        tools.status,
+        uri=STATUS_URI,
+        name="status",
+        title="Index status",
+        description=inspect.cleandoc(tools.status.__doc__ or ""),
+        mime_type="application/json",
+    )
     return MCPServer(
         "semsearch",
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=registered,
+        resources=[status],
         extensions=[ArgumentCheck(registered)],
         log_level="WARNING",
     )

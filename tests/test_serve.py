@@ -26,9 +26,11 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
+from semsearch.cli import remote
 from semsearch.cli.commands import main
 from semsearch.config import load_settings
 from semsearch.errors import ServerRunningError
+from semsearch.mcp import schema
 from semsearch.service import ServerSlot, read_record, record_path, running_server
 from tests.conftest import write_tree
 
@@ -303,6 +305,60 @@ def run_here(
     return code, out, err
 
 
+# (argv, answered by the server)
+CLI_ROWS: list[tuple[list[str], bool]] = [
+    (["search", "how are failed payments retried"], True),
+    (["search", "ship ledger", "-k", "3", "--folder", "shop"], True),
+    (["search", "ship ledger", "--folder", "."], True),  # a path: the server has another cwd
+    (["search", "topic", "--glob", "notes/**", "--exclude", "*ledger*"], True),
+    (["search", "word3x7 payment", "--mode", "bm25"], True),
+    (["search", "payment", "--mode", "vector", "--min-score", "0.2"], True),
+    (["search", "retry", "--files-only"], True),
+    (["search", "retry", "--files-only", "--json"], True),
+    (["search", "retry", "--vimgrep"], True),
+    (["search", "lighthouse", "-C", "1", "-k", "2"], True),
+    (["search", "card charge", "--full"], True),
+    (["search", "qqqzzz", "--mode", "bm25"], True),  # no results: stderr only
+    (["search", "retry", "-k", "51"], False),  # more than the tool's 50
+    (["search", "retry", "--explain"], False),  # the ranking's internals: in-process
+    (["search", "retry", "--json"], False),  # each hit's ranks: in-process
+    (["search", "retry", "--folder", "nosuch"], False),  # the tool's error: reported here
+    (["cat", "src/app.py"], True),
+    (["cat", "-n", "notes/ledger.md:3-5"], True),
+    (["cat", "/etc/hostname"], False),  # outside the folders: the error comes from here
+    (["status"], True),
+    (["status", "--json"], True),
+    (["grep", "ERR_ZORBLATT"], False),  # see the README: grep runs here
+]
+
+
+@pytest.mark.parametrize(("argv", "is_served"), CLI_ROWS, ids=[" ".join(r[0]) for r in CLI_ROWS])
+def test_the_cli_prints_the_same_through_the_server(
+    served: Served,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    is_served: bool,
+) -> None:
+    code, out, err, loaded = run_served(served, argv, served.folder)
+    assert loaded is not is_served, err
+    assert (code, out, err) == run_here(served, argv, served.folder, capsys, monkeypatch)
+    assert out or err
+
+
+def test_a_file_saved_after_the_server_started_is_found(served: Served) -> None:
+    saved = served.folder / "notes" / "saved-later.md"
+    saved.write_text("The quartermaster counts barrels of salted herring in the hold.\n")
+    try:
+        code, out, err, loaded = run_served(
+            served, ["search", "herring barrels", "-k", "1", "--files-only"], served.base
+        )
+        assert (code, loaded) == (0, False), err
+        assert out == f"{saved}\n"
+    finally:
+        saved.unlink()
+
+
 def test_a_second_server_for_the_index_is_refused(served: Served) -> None:
     code, _, err = semsearch(served.env, "serve", "--port", "0")
     assert code == 2
@@ -403,6 +459,13 @@ def test_one_slot_per_index(isolated_env: Path) -> None:
     finally:
         first.release()
     ServerSlot.take(settings).release()
+
+
+def test_the_clis_copy_of_the_tool_caps_agrees() -> None:
+    assert (remote.TOOL_MAX_K, remote.TOOL_MAX_CONTEXT_LINES) == (
+        schema.MAX_K,
+        schema.MAX_CONTEXT_LINES,
+    )
 
 
 def test_the_server_stops_on_sigterm_and_removes_its_record(served: Served) -> None:

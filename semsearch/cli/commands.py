@@ -40,14 +40,25 @@ from semsearch.cli.output import (
     rebuild_json,
     watch_line,
 )
+from semsearch.cli.remote import (
+    TOOL_MAX_CONTEXT_LINES,
+    TOOL_MAX_K,
+    ServedHit,
+    ServedLines,
+    ServedPassage,
+    connect,
+    is_on_disk,
+)
 from semsearch.config import DEFAULT_SERVE_PORT, MODES, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.process import configure_process
-from semsearch.service import running_server
+from semsearch.service import STATUS_URI, running_server
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
     from semsearch.index import Index
     from semsearch.indexing.report import IndexReport
+    from semsearch.search.hits import Hit
+    from semsearch.search.passage import Passage
     from semsearch.service import ServerRecord
     from semsearch.store import LockHolder
 
@@ -229,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("mcp", help="run the MCP stdio server")
     serve = sub.add_parser(
         "serve",
-        help="serve the MCP tools over HTTP on this machine: a warm process for MCP clients",
+        help="serve the MCP tools over HTTP on this machine: a warm process for MCP clients, "
+        "which search, cat and status use too",
     )
     serve.add_argument(
         "--port",
@@ -478,16 +490,31 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    """``status [--check]``"""
-    index = _index(settings)
-    if args.check:
-        return _check(index, settings)
-    try:
-        status = index.status()
-    finally:
-        index.close()
+    """``status [--check]``; without ``--check``, answered by a running server when one serves
+    this index."""
+    status = None if args.check else _status_served(settings)
+    if status is None:
+        index = _index(settings)
+        if args.check:
+            return _check(index, settings)
+        try:
+            status = index.status().as_json()
+        finally:
+            index.close()
     print_status(status, args.json)
     return EXIT_OK
+
+
+def _status_served(settings: Settings) -> dict[str, Any] | None:
+    """``status --json`` from the status resource of a server running for this index; None to
+    make it here (no server, an error, a folder name the server cannot send as it is)."""
+    remote = connect(settings)
+    text = None if remote is None else remote.read(STATUS_URI)
+    if text is None:
+        return None
+    status: dict[str, Any] = json.loads(text)
+    shown = [row["path"] for row in status["folders"] if row["exists"]]
+    return status if is_on_disk(shown) else None
 
 
 def _check(index: Index, settings: Settings) -> int:
@@ -615,30 +642,21 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    """``search QUERY``"""
+    """``search QUERY``: answered by a running server when one serves this index (see
+    :func:`_search_served`), else here."""
     query = " ".join(args.query)
     mode = args.mode or settings.default_mode
     context = 0 if args.full and args.context is None else args.context
     _check_search_output(args, context)
-    index = _index(settings, one_shot=mode != "bm25")  # bm25 needs no model
-    try:
-        hits = index.search(
-            query,
-            k=args.k,
-            folder=args.folder,
-            glob=args.glob,
-            mode=args.mode,
-            exclude=args.exclude,
-            min_score=args.min_score,
-        )
-        passages = None if context is None else index.passages(hits, context)
-        pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
-    finally:
-        index.close()
+    if args.json and not args.files_only:  # each hit's ranks and priors: the library's Hit
+        found, _, pending = _search_here(args, settings, query, None)
+        rows = [hit.as_json() for hit in found]
+        print(json_text({"results": rows, "chunksPending": pending}))
+        return EXIT_OK
+    served = None if args.explain else _search_served(args, settings, query, context)
+    hits, passages, pending = served or _search_here(args, settings, query, context)
     if args.json:
-        rows = file_rows(hits) if args.files_only else [hit.as_json() for hit in hits]
-        key = "files" if args.files_only else "results"
-        print(json_text({key: rows, "chunksPending": pending}))
+        print(json_text({"files": file_rows(hits), "chunksPending": pending}))
         return EXIT_OK
     if not hits:
         floor = "" if args.min_score is None else f" scoring at least {args.min_score:g}"
@@ -657,6 +675,76 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             print_hits(hits, args.explain, query if args.explain and uses_model else None, marker)
     print_pending(pending, mode)
     return EXIT_OK
+
+
+def _search_here(
+    args: argparse.Namespace, settings: Settings, query: str, context: int | None
+) -> tuple[list[Hit], list[Passage] | None, int]:
+    """The hits, their passages (with ``-C``/``--full``) and the chunks waiting for vectors,
+    from this process."""
+    mode = args.mode or settings.default_mode
+    index = _index(settings, one_shot=mode != "bm25")  # bm25 needs no model
+    try:
+        hits = index.search(
+            query,
+            k=args.k,
+            folder=args.folder,
+            glob=args.glob,
+            mode=args.mode,
+            exclude=args.exclude,
+            min_score=args.min_score,
+        )
+        passages = None if context is None else index.passages(hits, context)
+        pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
+    finally:
+        index.close()
+    return hits, passages, pending
+
+
+def _search_served(
+    args: argparse.Namespace, settings: Settings, query: str, context: int | None
+) -> tuple[list[ServedHit], list[ServedPassage] | None, int] | None:
+    """What :func:`_search_here` gives, from the ``search`` tool of a server running for this
+    index (the ``gather`` tool with ``-C``/``--full``); None to search here instead: no server,
+    more results or context lines than the tools give, a cut text, or a tool error (the error is
+    then reported as this process words it)."""
+    k = settings.top_k if args.k is None else args.k
+    if k > TOOL_MAX_K or (context is not None and context > TOOL_MAX_CONTEXT_LINES):
+        return None
+    remote = connect(settings)
+    if remote is None:
+        return None
+    folder = args.folder
+    if folder is not None:
+        from semsearch.files.folders import is_folder_name  # ~2 ms: only with --folder
+
+        if not is_folder_name(folder):  # a path: the server has another working directory
+            folder = os.path.join(os.getcwd(), os.path.expanduser(folder))
+    given = {
+        "query": query,
+        "k": k,
+        "folder": folder,
+        "pathGlob": args.glob,
+        "exclude": args.exclude,
+        "mode": args.mode,
+        "minScore": args.min_score,
+    }
+    arguments = {name: value for name, value in given.items() if value is not None}
+    if context is None:
+        content = remote.call("search", arguments)
+    else:
+        content = remote.call("gather", {**arguments, "contextLines": context})
+    if content is None or content["truncated"]:
+        return None
+    rows = content["results"]
+    if not is_on_disk([row["filePath"] for row in rows]):
+        return None
+    hits = [ServedHit.from_json(row) for row in rows]
+    passages = None
+    if context is not None:
+        passages = [ServedPassage.from_json(row["passage"]) for row in rows]
+    mode = args.mode or settings.default_mode
+    return hits, passages, content.get("chunksPending", 0) if mode != "bm25" else 0
 
 
 def _check_search_output(args: argparse.Namespace, context: int | None) -> None:
@@ -768,15 +856,33 @@ def _line_range(target: str) -> tuple[str, int | None, int | None]:
 def cmd_cat(args: argparse.Namespace, settings: Settings) -> int:
     """``cat PATH[:FROM[-TO]]``: a file of a configured folder, as the indexer reads it."""
     path, first, last = _line_range(args.target)
+    full = os.path.abspath(os.path.expanduser(path))
+    served = _lines_served(settings, full, first, last)
+    if served is not None:
+        print_lines(served, args.number)
+        return EXIT_OK
     index = _index(settings)
     try:
-        lines = index.read_lines(
-            os.path.abspath(os.path.expanduser(path)), first, last, is_capped=False
-        )
+        lines = index.read_lines(full, first, last, is_capped=False)
     finally:
         index.close()
     print_lines(lines, args.number)
     return EXIT_OK
+
+
+def _lines_served(
+    settings: Settings, path: str, first: int | None, last: int | None
+) -> ServedLines | None:
+    """The lines from the ``cat_file`` tool of a server running for this index; None to read
+    them here: no server, an error, or more than the tool's 256 KiB (``cat`` has no cap)."""
+    remote = connect(settings)
+    if remote is None:
+        return None
+    given = {"filePath": path, "startLine": first, "endLine": last}
+    content = remote.call("cat_file", {name: v for name, v in given.items() if v is not None})
+    if content is None or content["truncated"]:
+        return None
+    return ServedLines.from_json(content)
 
 
 def cmd_move(args: argparse.Namespace, settings: Settings) -> int:

@@ -16,7 +16,7 @@ HTTP transport at ``/mcp`` under uvicorn. Safe by default:
 
 Both protocol eras of the SDK are served: sessions opened by ``initialize`` (what MCP clients do;
 the ``index`` tool's progress comes as server-sent events) and the 2026-07-28 revision's
-single-exchange requests, one POST each.
+single-exchange requests, one POST each, which the CLI's client uses (:mod:`semsearch.cli.remote`).
 """
 
 from __future__ import annotations

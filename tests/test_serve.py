@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -476,3 +477,21 @@ def test_the_server_stops_on_sigterm_and_removes_its_record(served: Served) -> N
     stop(process)
     assert process.returncode == 0
     assert not record_path(settings).exists()
+
+
+def test_one_client_answers_calls_from_many_threads(served: Served) -> None:
+    client = remote.connect(load_settings(served.env))
+    assert client is not None
+    answers: list[dict[str, Any] | None] = []
+
+    def ask() -> None:
+        for _ in range(4):
+            answers.append(client.call("search", {"query": "payment retry", "k": 1}))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 32
+    assert all(a is not None and a["results"][0]["relPath"] == "docs/retry.md" for a in answers)

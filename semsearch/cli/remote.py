@@ -66,9 +66,10 @@ class Remote:
 
     def _request(self, method: str, params: dict[str, Any], name: str) -> dict[str, Any] | None:
         self._calls += 1
+        request_id = self._calls
         body = {
             "jsonrpc": "2.0",
-            "id": self._calls,
+            "id": request_id,
             "method": method,
             "params": {**params, "_meta": _META},
         }
@@ -87,7 +88,7 @@ class Remote:
             return None
         if status != 200:
             return None
-        return _answer(fields.get("content-type", ""), payload, self._calls)
+        return _answer(fields.get("content-type", ""), payload, request_id)
 
 
 def connect(settings: Settings) -> Remote | None:

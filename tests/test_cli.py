@@ -1050,6 +1050,7 @@ def test_search_and_status_say_how_many_chunks_wait_for_vectors(
         "chunks": 1,
         "chunksPending": 1,
         "lastIndexed": first["lastIndexed"],
+        "commit": None,  # not a git checkout
         "changed": 0,
     }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", first["lastIndexed"])

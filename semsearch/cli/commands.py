@@ -49,7 +49,7 @@ from semsearch.cli.remote import (
     connect,
     is_on_disk,
 )
-from semsearch.config import DEFAULT_SERVE_PORT, MODES, Settings, load_settings
+from semsearch.config import DEFAULT_SERVE_PORT, MODES, Location, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.process import configure_process
 from semsearch.service import STATUS_URI, running_server
@@ -584,7 +584,7 @@ def _rebuild(index: Index, settings: Settings, progress: Progress, args: argpars
     return EXIT_FAIL if report.run.failed else EXIT_OK
 
 
-def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
+def _say_waiting(index_path: Location) -> Callable[[LockHolder], None]:
     """Tell stderr at once that this run waits for the one holding the writer lock."""
 
     def say(holder: LockHolder) -> None:

@@ -266,6 +266,8 @@ def print_status(status: dict[str, Any], as_json: bool = False) -> None:
             f"{plural(row['errors'], 'error')}  {row['chunks']} chunks{waiting}  "
             f"last indexed {_when(row['lastIndexed'])}  {row['changed']} changed since"
         )
+        if row.get("commit"):
+            print(f"      built from commit {row['commit']}")
 
 
 def print_pending(count: int, mode: str) -> None:

@@ -35,7 +35,7 @@ from semsearch.files.access import read_failure, read_file_bytes
 from semsearch.files.extract import Extracted, extract, page_at
 from semsearch.files.filetype import is_binary_content, is_prose
 from semsearch.files.ignore import IgnoreSettings
-from semsearch.files.listing import FileEntry, Listing, list_files
+from semsearch.files.listing import FileEntry, Listing, head_commit, list_files
 from semsearch.model.embedder import Embedder
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 from semsearch.text.chunking import ChunkSettings, chunk_text
@@ -288,7 +288,8 @@ class Indexer:
         self._flush(run, name)
         deleted = self._prune(run, name)
         if not truncated:
-            self._store.mark_indexed(run.folder_id)
+            commit = head_commit(listing.root) if listing.mode == "git" else None
+            self._store.mark_indexed(run.folder_id, commit)
         return FolderReport(
             path=str(root),
             name=name,

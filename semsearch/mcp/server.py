@@ -265,13 +265,14 @@ class Tools:
         """List the configured folders: name, absolute path, whether each exists, files and
         chunks indexed. A good first call to learn what can be searched."""
         settings = self.settings()
-        rows = [folder_json(folder) for folder in self._indexes.get(settings).folders()]
+        index = self._indexes.get(settings)
+        rows = [folder_json(folder) for folder in index.folders()]
         payload: dict[str, Any] = {
             "folders": rows,
             "indexPath": str(settings.store_path),
-            "indexExists": settings.store_path.exists(),
+            "indexExists": index.generation() is not None,
         }
-        if not settings.roots:
+        if not settings.roots and not settings.is_remote:  # a remote index brings its folders
             payload["hint"] = "No folders configured: run `semsearch add PATH` in a terminal."
         elif not payload["indexExists"]:
             payload["hint"] = "Nothing indexed yet: call the index tool."

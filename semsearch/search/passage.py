@@ -16,6 +16,7 @@ ends the last line rather than starting another.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -147,6 +148,8 @@ def read_passage(hit: Hit, context_lines: int, locator: Locator) -> Passage:
         located = locator.locate(hit.path)
         lines = split_lines(read_text(located.entry, locator.ignore).text)
     except (SemsearchError, OSError):
+        if not os.path.isdir(hit.folder_path):  # an index built on another machine
+            return Passage(hit.start_line, stored, "indexed text (folder not on this machine)")
         return Passage(hit.start_line, stored, "indexed text (file not readable)")
     if stored not in "\n".join(lines[hit.start_line - 1 : hit.end_line]):
         return Passage(hit.start_line, stored, "indexed text (file changed since indexing)")

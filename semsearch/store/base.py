@@ -11,11 +11,11 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from semsearch.config import Location, RemoteLocation
 from semsearch.errors import IndexDamagedError
 from semsearch.text.lexical import LexicalQuery
 
@@ -35,6 +35,7 @@ class Folder:
     files: int
     chunks: int
     pending: int = 0  # chunks still waiting for their vector
+    commit: str | None = None  # the git commit its last complete index run read, if any
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,16 @@ class Store(Protocol):
     reused. Every write may raise ``StoreError`` when the index cannot be written.
     """
 
-    path: Path  # where the index lives, for messages
     needs_model_first: bool  # chunks can be written only after set_model (LanceDB's schema)
+
+    @property
+    def path(self) -> Location:
+        """Where the index lives, for messages."""
+
+    def sync(self) -> None:
+        """See every write committed so far by any process; a writer calls it once it holds the
+        lock. Nothing to do where every read sees the latest commit (SQLite, a local LanceDB
+        folder); an index on object storage otherwise looks at most once a query."""
 
     def generation(self) -> int:
         """A number that changes with every committed write, by any process, and never repeats.
@@ -250,8 +259,9 @@ class Store(Protocol):
         ``old_path`` is unknown or the same as ``new_path``).
         """
 
-    def mark_indexed(self, folder_id: int) -> None:
-        """Stamp the folder with the time of its last complete index run."""
+    def mark_indexed(self, folder_id: int, commit: str | None = None) -> None:
+        """Stamp the folder with the time of its last complete index run and the git commit
+        it read (None: not a git checkout)."""
 
     def clear_chunks(self) -> None:
         """Drop every file and chunk and forget the model (a rebuild), keeping the folders."""
@@ -301,15 +311,24 @@ class Store(Protocol):
         """Release the store's connections; the object is not used afterwards."""
 
 
-def model_mismatch_message(path: Path, stored: str, current: str) -> str:
+COMMIT_KEY = "folder_commit.{}"  # the meta key of a folder's commit (by its id)
+
+
+def model_mismatch_message(path: Location, stored: str, current: str) -> str:
     """The message for an index built with another model."""
+    if isinstance(path, RemoteLocation):  # built elsewhere (CI): rebuilding here is no answer
+        return (
+            f"The index {path} was built with model {stored}, but this semsearch uses "
+            f"{current}: its scores would be wrong. Search it with the semsearch version (and "
+            "modelDir/modelVariant) that built it, or rebuild it with this one."
+        )
     return (
         f"The index {path} was built with model {stored}, but the configured model is {current}. "
         "Rebuild it with `semsearch index --force`, or point --index at another file."
     )
 
 
-def damaged_error(path: Path, problem: str) -> IndexDamagedError:
+def damaged_error(path: Location, problem: str) -> IndexDamagedError:
     """The error for an index that SQLite or LanceDB cannot read (``problem`` says why)."""
     message = (
         f"The index {path} is damaged: {problem}. Run `semsearch index --rebuild` to set it "
@@ -323,7 +342,7 @@ class IndexCheck:
     """What a full check of an index found (``status --check``): the checks it ran, and the
     problems (none when the index is sound)."""
 
-    path: Path
+    path: Location
     checks: tuple[str, ...]
     problems: tuple[str, ...]
 

@@ -4,7 +4,8 @@ On-disk format (schema version 5, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
-        (the rules of the FTS ``terms`` and ``defines`` columns; see semsearch.text.lexical)
+        (the rules of the FTS ``terms`` and ``defines`` columns; see semsearch.text.lexical),
+        folder_commit.ID (the git commit folder ID's last complete run read, when a checkout)
     folders(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, last_indexed REAL)
         path: absolute path of the folder on the machine that indexed it
     files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
@@ -52,6 +53,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,7 @@ import numpy as np
 
 from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
 from semsearch.store.base import (
+    COMMIT_KEY,
     ChunkRow,
     FileRef,
     FileState,
@@ -214,6 +217,9 @@ class SqliteStore:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def sync(self) -> None:
+        """Nothing to do: every read sees the latest commit."""
+
     def generation(self) -> int:
         """Counter bumped by every committed write; readers compare it to refresh caches."""
         return read_generation(self._conn)
@@ -246,7 +252,10 @@ class SqliteStore:
             return int(row[0])
         with self._write() as conn:
             cursor = conn.execute("INSERT INTO folders(path, name) VALUES (?, ?)", (path, name))
-            return int(cursor.lastrowid or 0)
+            folder_id = int(cursor.lastrowid or 0)
+            # ids of removed folders come back: forget the commit one of them was built from
+            conn.execute("DELETE FROM meta WHERE key = ?", (COMMIT_KEY.format(folder_id),))
+            return folder_id
 
     def folders(self) -> list[Folder]:
         """Every folder in the index with file, chunk and pending-chunk counts."""
@@ -260,7 +269,12 @@ class SqliteStore:
             "   WHERE c.vector IS NULL AND +x.folder_id = f.id)"
             " FROM folders f ORDER BY f.path"
         ).fetchall()
-        return [Folder(*row) for row in rows]
+        commits = dict(
+            self._conn.execute("SELECT key, value FROM meta WHERE key LIKE 'folder_commit.%'")
+        )
+        return [
+            replace(Folder(*row), commit=commits.get(COMMIT_KEY.format(row[0]))) for row in rows
+        ]
 
     def file_states(self, folder_id: int) -> dict[str, FileState]:
         """rel → state for every file remembered under a folder."""
@@ -454,12 +468,18 @@ class SqliteStore:
         row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
         return None if row is None else int(row[0])
 
-    def mark_indexed(self, folder_id: int) -> None:
-        """Stamp the folder with the time of its last complete index run."""
+    def mark_indexed(self, folder_id: int, commit: str | None = None) -> None:
+        """Stamp the folder with the time of its last complete index run and the git commit it
+        read (meta ``folder_commit.ID``; none when it is no git checkout)."""
         with self._write() as conn:
             conn.execute(
                 "UPDATE folders SET last_indexed = ? WHERE id = ?", (time.time(), folder_id)
             )
+            key = COMMIT_KEY.format(folder_id)
+            if commit is None:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                self._set_meta(key, commit)
 
     def clear_chunks(self) -> None:
         """Drop every file and chunk (a rebuild with another model), keeping folders."""

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,9 +29,11 @@ from moto.server import ThreadedMotoServer
 
 from semsearch.cli.commands import main
 from semsearch.config import load_settings
+from semsearch.errors import LockedError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder
-from semsearch.store import open_store, write_lock
+from semsearch.store import LockHolder, open_store, write_lock
+from semsearch.store.lease import write_lease
 from tests.conftest import write_tree
 from tests.test_mcp_server import Client, error, ok
 
@@ -258,6 +261,11 @@ def test_config_and_status_never_show_the_secret(
             {},
             "is not an object-store URI",
         ),
+        (
+            ["--index", "s3://BUCKET/team", "index", "--rebuild"],
+            {"SS_CONFIG_PATH": "CONFIG"},
+            "on object storage cannot do. Index into a new prefix",
+        ),
     ],
 )
 def test_refusals_exit_2_and_write_nothing(
@@ -274,12 +282,50 @@ def test_refusals_exit_2_and_write_nothing(
     monkeypatch.chdir(write_tree(tmp_path / "here", {"a.md": "otters\n"}))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    if env.get("SS_CONFIG_PATH"):  # a configured folder: --rebuild has one to index
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"defaultRoots": [str(tmp_path / "here")]}))
+        monkeypatch.setenv("SS_CONFIG_PATH", str(config))
     before = len(log.requests)
     assert main([arg.replace("BUCKET", bucket) for arg in argv]) == 2
     assert message in one_line(capsys.readouterr().err)
     assert log.since(before) == [] and keys(endpoint, bucket) == []
     assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["a.md"]
     assert not (tmp_path / "home" / ".local").exists()
+
+
+def test_a_crashed_writers_lease_is_taken_over_when_its_term_runs_out(
+    tmp_path: Path, bucket: str, moto: tuple[str, RequestLog]
+) -> None:
+    """A writer killed while it holds the lease leaves it behind; the next one is refused while
+    the lease is fresh, and once it has gone unrenewed for a term takes it over."""
+    endpoint, _ = moto
+    uri = f"s3://{bucket}/team"
+    crash = (
+        "import os, signal, sys\n"
+        "from semsearch.config import load_settings\n"
+        "from semsearch.store.lease import write_lease\n"
+        "location = load_settings(os.environ, sys.argv[1]).store_path\n"
+        "with write_lease(location, 0):\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    crashed = subprocess.run(
+        [sys.executable, "-c", crash, uri], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    location = load_settings(os.environ, uri).store_path
+    holder = f"is writing {uri} \\(pid {crashed.stdout.strip()} on "
+    with pytest.raises(LockedError, match=holder), write_lease(location, 0):
+        pass
+    heard: list[LockHolder] = []
+    started = time.monotonic()
+    with write_lease(location, 30, heard.append, term=2):
+        waited = time.monotonic() - started
+        assert [key for key in keys(endpoint, bucket) if key.endswith(".lease")]
+    assert [holder.pid for holder in heard] == [int(crashed.stdout)]
+    assert waited < 20
+    assert not [key for key in keys(endpoint, bucket) if key.endswith(".lease")]
 
 
 def test_without_the_lancedb_extra_a_remote_index_says_what_to_install(
@@ -414,7 +460,8 @@ def test_the_mcp_server_searches_a_remote_index_and_never_writes(
 ) -> None:
     _, log = moto
     uri = f"s3://{bucket}/team"
-    project = write_tree(tmp_path / "ci" / "repo", PROJECT)
+    project = tmp_path / "ci" / "repo"
+    commit = checkout(project)
     assert main(["--index", uri, "index", str(project)]) == 0
     shutil.rmtree(project)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SS_", "XDG_"))}
@@ -435,7 +482,7 @@ def test_the_mcp_server_searches_a_remote_index_and_never_writes(
         assert "exponential backoff" in best["text"]
         listed = json.loads(ok(mcp.call("list_folders")))
         assert listed["indexPath"] == uri and listed["indexExists"]
-        assert [f["name"] for f in listed["folders"]] == ["repo"]
+        assert [(f["name"], f["commit"]) for f in listed["folders"]] == [("repo", commit)]
         refused = error(mcp.call("cat_file", {"filePath": f"{project}/docs/otters.md"}))
         assert "that folder is not on this machine" in refused
         assert "are not on this machine" in error(mcp.call("grep", {"pattern": "otter"}))

@@ -397,6 +397,8 @@ def folder_json(folder: FolderInfo) -> dict[str, Any]:
     if folder.last_indexed:
         stamp = datetime.fromtimestamp(folder.last_indexed, tz=timezone.utc)
         row["lastIndexed"] = stamp.isoformat(timespec="seconds")
+    if folder.commit:
+        row["commit"] = folder.commit
     return row
 
 

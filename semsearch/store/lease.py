@@ -3,9 +3,9 @@
 There is no lock file to hold on a bucket, and a LanceDB table is no lock either (two processes
 creating one both succeed now and then). The lease is one object, ``<prefix>/LEASE_NAME``,
 taken with a conditional PUT (``If-None-Match: *``: of writers racing for it, exactly one gets
-it) and holding ``{"host", "pid", "started"}``. The holder renews it every ``RENEW_SECONDS``
-(a PUT with ``If-Match`` of its own ETag) from a background thread and deletes it when done
-(a DELETE with ``If-Match``). A lease not renewed for ``LEASE_SECONDS`` by the server's clock
+it) and holding ``{"host", "pid", "started"}``. The holder renews it four times a term (a PUT
+with ``If-Match`` of its own ETag) from a background thread and deletes it when done (a DELETE
+with ``If-Match``). A lease not renewed for a term (``LEASE_SECONDS``) by the server's clock
 (its ``Date`` less the object's ``Last-Modified``) belongs to a writer that crashed: a waiter
 takes it over with ``If-Match`` of the ETag it saw, so of several waiters only one does.
 
@@ -32,7 +32,6 @@ from semsearch.store.s3 import Response, S3Client, refused_message
 
 LEASE_NAME = "semsearch-writer.lease"
 LEASE_SECONDS = 60.0  # a lease not renewed for this long is free
-RENEW_SECONDS = 15.0
 POLL_SECONDS = 1.0  # how often a waiter looks again
 
 
@@ -41,17 +40,19 @@ def write_lease(
     location: RemoteLocation,
     wait_seconds: float,
     on_wait: Callable[[LockHolder], None] | None = None,
+    term: float = LEASE_SECONDS,
 ) -> Iterator[None]:
     """Hold the writer lease of the index at ``location``, waiting up to ``wait_seconds``.
 
-    ``on_wait`` hears once, with the holder, as soon as the lease is found taken. Raises
+    ``on_wait`` hears once, with the holder, as soon as the lease is found taken. A lease left
+    unrenewed for ``term`` seconds (its writer crashed) is taken over. Raises
     ``LockedError`` when another writer still holds it after the wait, and ``StoreError`` when
     the store cannot be reached, refuses the credentials or the write.
     """
     if location.scheme != "s3":
         yield
         return
-    lease = _Lease(S3Client(location), location)
+    lease = _Lease(S3Client(location), location, term)
     lease.take(wait_seconds, on_wait)
     try:
         yield
@@ -60,14 +61,15 @@ def write_lease(
     if lease.lost:
         raise StoreError(
             f"This index run lost its writer lease on {location}: it stalled for more than "
-            f"{LEASE_SECONDS:.0f} s and another writer took over. Run `semsearch index` again."
+            f"{term:.0f} s and another writer took over. Run `semsearch index` again."
         )
 
 
 class _Lease:
-    def __init__(self, client: S3Client, location: RemoteLocation) -> None:
+    def __init__(self, client: S3Client, location: RemoteLocation, term: float) -> None:
         self._client = client
         self._location = location
+        self._term = term
         self._key = "/".join(filter(None, [location.prefix, LEASE_NAME]))
         self._etag = ""
         self._stop = threading.Event()
@@ -90,7 +92,7 @@ class _Lease:
             if current.status != 200:
                 raise StoreError(self._refused(current))
             holder = _holder(current.body)
-            if _age(current) > LEASE_SECONDS:  # its writer stopped renewing it: crashed
+            if _age(current) > self._term:  # its writer stopped renewing it: crashed
                 taken = self._put({"If-Match": current.headers.get("etag", "")}, started)
                 if taken.status == 200:
                     break
@@ -121,7 +123,7 @@ class _Lease:
         return answer
 
     def _renew(self, started: float) -> None:
-        while not self._stop.wait(RENEW_SECONDS):
+        while not self._stop.wait(self._term / 4):
             try:
                 answer = self._put({"If-Match": self._etag}, started)
             except StoreError:  # the network may come back before the lease runs out

@@ -224,11 +224,15 @@ class Indexer:
         while batch := self._store.pending_paths(EMBED_BATCH, folder_ids):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
-            texts = [name_text(rels[at]) for at in code]
-            embedded = self._embedder.embed(texts) if code else None
-            if embedded is not None:
-                self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
-                self.paths_embedded += len(code)
+            # the same rel in several folders (copies of a tree) is one text for the model
+            texts = list(dict.fromkeys(name_text(rels[at]) for at in code))
+            embedded = None
+            if code:
+                distinct = self._embedder.embed(texts)
+                self._store.set_model(self._embedder.model_id, int(distinct.shape[1]))
+                self.paths_embedded += len(texts)
+                row_of = {text: row for row, text in enumerate(texts)}
+                embedded = distinct[[row_of[name_text(rels[at])] for at in code]]
             stored = self._store.model()
             if stored is None:
                 break  # documents only, and no model recorded to size their zero vectors

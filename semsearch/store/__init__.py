@@ -15,6 +15,7 @@ from pathlib import Path
 
 from semsearch.config import Location
 from semsearch.store.base import (
+    ChunkPlace,
     ChunkRecord,
     ChunkRow,
     FileRef,
@@ -34,6 +35,7 @@ from semsearch.store.repair import check_index, has_index, set_aside
 from semsearch.store.sqlite.store import SqliteStore
 
 __all__ = [
+    "ChunkPlace",
     "ChunkRecord",
     "ChunkRow",
     "FileRef",

@@ -5,7 +5,7 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
 
     meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
                           the vector index was trained), next_files_id, next_chunks_id,
-                          chunks_epoch (times the chunks table was created),
+                          chunks_epoch (times the chunks table was created or dropped),
                           folder_commit.ID (the git commit folder ID's last complete run read,
                           when a checkout), written (on object storage: the time of the last
                           commit of the last run, which remote readers look for)
@@ -27,10 +27,12 @@ The columns mean what they mean in the SQLite store (see ``store/sqlite/store.py
 ``defines`` are written with the chunk instead of by triggers. Full-text indexes (LanceDB's own,
 English stemming, no stop-word removal) cover ``text``, ``terms`` and ``defines``.
 
-Vector search is exact (``semsearch.store.exact``, in memory) below ``ANN_MIN_ROWS`` chunks; at
-that size an IVF-HNSW-SQ index with cosine distance is built, and it is retrained whenever the
-table has doubled since. ``maintain`` (after every index run and folder removal) brings the
-full-text and vector indexes up to date, compacts the tables and deletes old versions.
+B-tree indexes cover ``id`` and ``text_hash`` (a table made before the latter gets it from
+``maintain``). Vector search is exact (``semsearch.store.exact``, in memory) below
+``ANN_MIN_ROWS`` chunks; at that size an IVF-HNSW-SQ index with cosine distance is built, and it
+is retrained whenever the table has doubled since. ``maintain`` (after every index run and
+folder removal) brings the full-text and vector indexes up to date, compacts the tables and
+deletes old versions.
 
 Consistency: every write is one LanceDB commit. A file's chunks are replaced in one commit
 (merge-insert that also deletes the file's old chunks); its ``files`` row is written after, so a
@@ -70,6 +72,7 @@ from semsearch.errors import (
 )
 from semsearch.store.base import (
     COMMIT_KEY,
+    ChunkPlace,
     ChunkRow,
     FileRef,
     FileState,
@@ -107,6 +110,7 @@ try:  # the sibling modules import lancedb and pyarrow too
         file_row,
         files_table,
         folder_records,
+        hashes_sql,
         ids_sql,
         known_vectors,
         retagged,
@@ -121,6 +125,10 @@ ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 READ_CHECK = 1.0  # seconds between a remote reader's looks for a new version
+# Columns of the chunks table looked up by value: a chunk by id, the copies of a text (and the
+# stored vector of a text) by text_hash; a B-tree finds 5 hashes among 1M rows in ~10 ms, a scan
+# takes ~100 ms.
+SCALAR_INDEXED = ("id", "text_hash")
 
 
 # A source location LanceDB appends to its messages: ", /root/.cargo/…/file.rs:12:34"
@@ -430,7 +438,8 @@ class LanceStore(VectorColumns, PathVectors):
             self._chunks.create_index(
                 column, config=FTS(remove_stop_words=False, stem=True, ascii_folding=True)
             )
-        self._chunks.create_index("id", config=BTree())
+        for column in SCALAR_INDEXED:
+            self._chunks.create_index(column, config=BTree())
         epoch = str(int(self.meta("chunks_epoch") or 0) + 1)
         self._meta.delete("key = 'ann_rows'")  # the new table has no vector index yet
         self._put_meta({"model_id": model_id, "dim": str(dim), "chunks_epoch": epoch})
@@ -635,6 +644,9 @@ class LanceStore(VectorColumns, PathVectors):
     def clear_chunks(self) -> None:
         """Drop every file and chunk (a rebuild with another model), keeping folders."""
         if self._chunk_table() is not None:
+            # a new epoch: without the table's versions the sum could fall back to one seen
+            epoch = str(int(self.meta("chunks_epoch") or 0) + 1)
+            self._put_meta({"chunks_epoch": epoch})
             self._db.drop_table("chunks")
             self._chunks = None
             self._names = None
@@ -713,6 +725,34 @@ class LanceStore(VectorColumns, PathVectors):
         by_id = {row.id: row for row in found if row is not None}
         return [by_id[i] for i in ids if i in by_id]
 
+    def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
+        """The places of chunks by id, in the order asked ([] in a chunks table of schema 1,
+        which has no text hashes)."""
+        by_id = {
+            place.id: place for place in self._places(f"id IN ({ids_sql(ids)})" if ids else "")
+        }
+        return [by_id[i] for i in ids if i in by_id]
+
+    def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
+        """The places of every chunk of these text hashes, by chunk id."""
+        where = f"text_hash IN ({hashes_sql(hashes)})" if hashes else ""
+        return sorted(self._places(where), key=lambda place: place.id)
+
+    def _places(self, where: str) -> list[ChunkPlace]:
+        """The places of the chunks ``where`` selects (none for an empty condition)."""
+        chunks = self._chunk_table()
+        if not where or chunks is None or not self.has_flags():
+            return []
+        columns = ["id", "file_id", "text_hash", "start_line", "end_line", "page"]
+
+        def run() -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = (
+                chunks.search().where(where).select(columns).limit(None).to_arrow().to_pylist()
+            )
+            return rows
+
+        return [ChunkPlace(*(row[c] for c in columns)) for row in retry(run)]
+
     def maintain(self) -> None:
         """Repair, index, compact: run after every index run and folder removal."""
         chunks = self._chunk_table()
@@ -721,6 +761,10 @@ class LanceStore(VectorColumns, PathVectors):
             orphans = [f for f in self._chunks_per_file() if f not in known]
             if orphans:  # chunks of a run killed before their file rows were written
                 chunks.delete(f"file_id IN ({ids_sql(orphans)})")
+            if self.has_flags():  # a table made before text_hash had its index
+                indexed = {c for index in chunks.list_indices() for c in index.columns}
+                if "text_hash" not in indexed:
+                    chunks.create_index("text_hash", config=BTree())
             self._build_ann(chunks)
         paths = self._path_table()
         kept = REMOTE_RETENTION if self._is_remote else RETENTION

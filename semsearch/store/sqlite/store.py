@@ -62,6 +62,7 @@ import numpy as np
 from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
 from semsearch.store.base import (
     COMMIT_KEY,
+    ChunkPlace,
     ChunkRow,
     FileRef,
     FileState,
@@ -531,6 +532,16 @@ class SqliteStore:
         """Stored chunks by id, in the order asked, through the vector arm's connection (safe
         beside the lexical arm's thread)."""
         return self._vector_reader().chunks(ids)
+
+    def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
+        """The places of chunks by id, in the order asked, through the vector arm's connection
+        (safe beside the lexical arm's thread)."""
+        return self._vector_reader().chunk_places(ids)
+
+    def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
+        """The places of every chunk of these text hashes (the ``chunks_text_hash`` index finds
+        them), by chunk id."""
+        return self._vector_reader().text_places(hashes)
 
     def maintain(self) -> None:
         """Give the file's free pages back to the file system (after a removal or re-index).

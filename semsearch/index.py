@@ -438,6 +438,7 @@ class Index:
         mode: Mode | None = None,
         exclude: str | Sequence[str] | None = None,
         min_score: float | None = None,
+        all_copies: bool = False,
     ) -> list[Hit]:
         """Top-k chunks for a query; filters apply before ranking.
 
@@ -447,7 +448,9 @@ class Index:
         folder: a file matching any of them is searched, and one starting with "!" excludes;
         ``exclude`` patterns leave files out. Filters that leave no indexed file raise
         :class:`~semsearch.errors.NoMatchingFilesError`. Hits scoring below ``min_score`` are
-        dropped (so fewer than k may come back).
+        dropped (so fewer than k may come back). Chunks of one text in several places come back
+        as one hit listing the others in ``copies`` (:mod:`~semsearch.search.copies`), so k
+        hits are k distinct texts; ``all_copies`` gives each its own hit instead.
         """
         chosen = None
         if folder is not None:
@@ -460,6 +463,7 @@ class Index:
             rrf_k=self.settings.rrf_k,
             exclude=_patterns(exclude),
             min_score=min_score,
+            all_copies=all_copies,
         )
         return search(self._open(), self.embedder, query, options)
 

@@ -237,6 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
     )
+    search.add_argument(
+        "--all-copies",
+        action="store_true",
+        help="list each copy of a text as its own hit (default: one hit, its copies under it)",
+    )
     sub.add_parser("mcp", help="run the MCP stdio server")
     serve = sub.add_parser(
         "serve",
@@ -693,6 +698,7 @@ def _search_here(
             mode=args.mode,
             exclude=args.exclude,
             min_score=args.min_score,
+            all_copies=args.all_copies,
         )
         passages = None if context is None else index.passages(hits, context)
         pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
@@ -728,6 +734,7 @@ def _search_served(
         "exclude": args.exclude,
         "mode": args.mode,
         "minScore": args.min_score,
+        "allCopies": args.all_copies or None,
     }
     arguments = {name: value for name, value in given.items() if value is not None}
     if context is None:
@@ -737,7 +744,9 @@ def _search_served(
     if content is None or content["truncated"]:
         return None
     rows = content["results"]
-    if not is_on_disk([row["filePath"] for row in rows]):
+    named = [row["filePath"] for row in rows]
+    named += [copy["filePath"] for row in rows for copy in row.get("copies", ())]
+    if not is_on_disk(named):
         return None
     hits = [ServedHit.from_json(row) for row in rows]
     passages = None

@@ -36,6 +36,21 @@ VECTOR_ACTIONS = ("embedding", "embedded")  # the events of the second pass (Fil
 # same fields read from the tools' structured content, without loading the library.
 
 
+class ShownCopy(Protocol):
+    """Another place of a hit's text (:class:`~semsearch.search.hits.Copy`)."""
+
+    @property
+    def folder(self) -> str: ...
+    @property
+    def folder_path(self) -> str: ...
+    @property
+    def rel(self) -> str: ...
+    @property
+    def start_line(self) -> int: ...
+    @property
+    def page(self) -> int | None: ...
+
+
 class ShownHit(Protocol):
     """A search hit (:class:`~semsearch.search.hits.Hit`)."""
 
@@ -43,6 +58,8 @@ class ShownHit(Protocol):
     def path(self) -> str: ...
     @property
     def folder(self) -> str: ...
+    @property
+    def folder_path(self) -> str: ...
     @property
     def rel(self) -> str: ...
     @property
@@ -71,6 +88,10 @@ class ShownHit(Protocol):
     def path_cosine(self) -> float | None: ...
     @property
     def coherence(self) -> float | None: ...
+    @property
+    def copies(self) -> Sequence[ShownCopy]: ...
+    @property
+    def copy_count(self) -> int: ...
 
 
 class ShownPassage(Protocol):
@@ -413,6 +434,24 @@ def explain(hit: ShownHit) -> str:
     return "     " + "  ·  ".join(parts)
 
 
+COPIES_SHOWN = 3  # copies named on the "also in" line under a hit
+
+
+def also_in(hit: ShownHit) -> str:
+    """The line under a hit whose text is in other places too: the first ``COPIES_SHOWN`` of
+    them (``folder/path:line`` for one in another folder) and how many more there are."""
+    shown = []
+    for copy in hit.copies[:COPIES_SHOWN]:
+        where = f"{quote_path(copy.rel)}:{copy.start_line}" + (
+            f" (p.{copy.page})" if copy.page else ""
+        )
+        if copy.folder_path != hit.folder_path:
+            where = f"{quote_path(copy.folder)}/{where}"
+        shown.append(where)
+    more = hit.copy_count - len(shown)
+    return "     also in: " + ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
+
+
 class Marker:
     """Marks the words of ``query`` (:func:`~semsearch.text.lexical.query_words`) in a text for a
     terminal; leaves texts alone when ``query`` is empty.
@@ -467,6 +506,8 @@ def print_hits(
         cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3))]
         snippet = " ".join(hit.text.split())[:SNIPPET_CHARS]
         print("  ".join([*cells, mark(snippet)]))
+        if hit.copies:
+            print(also_in(hit))
         if with_explain:
             print(explain(hit))
 
@@ -494,6 +535,8 @@ def print_passages(
             print()
         note = f"  ({passage.note})" if passage.note else ""
         print("  ".join(_row(number, hit, hit.end_line)) + note)
+        if hit.copies:
+            print(also_in(hit))
         if with_explain:
             print(explain(hit))
         lines = passage.text.split("\n")

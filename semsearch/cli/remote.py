@@ -166,6 +166,34 @@ def is_on_disk(paths: list[str]) -> bool:
     return all(os.path.lexists(path) for path in paths)
 
 
+def _folder_path(row: dict[str, Any]) -> str:
+    """The folder's path of a hit or copy: its ``filePath`` is that folder's path, "/", its
+    ``relPath``."""
+    path: str = row["filePath"]
+    return path[: len(path) - len(row["relPath"])].rstrip("/") or "/"
+
+
+@dataclass(frozen=True)
+class ServedCopy:
+    """Another place of a served hit's text (``CopyJson``)."""
+
+    folder: str
+    folder_path: str
+    rel: str
+    start_line: int
+    page: int | None
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> ServedCopy:
+        return cls(
+            folder=row["folder"],
+            folder_path=_folder_path(row),
+            rel=row["relPath"],
+            start_line=row["startLine"],
+            page=row.get("page"),
+        )
+
+
 @dataclass(frozen=True)
 class ServedHit:
     """A search hit read from the ``search`` or ``gather`` tool (``--explain`` and ``--json``,
@@ -173,12 +201,15 @@ class ServedHit:
 
     path: str
     folder: str
+    folder_path: str
     rel: str
     start_line: int
     end_line: int
     page: int | None
     score: float
     text: str
+    copies: tuple[ServedCopy, ...] = ()
+    copy_count: int = 0
     vector_rank: int | None = None
     lexical_rank: int | None = None
     definition_rank: int | None = None
@@ -194,12 +225,15 @@ class ServedHit:
         return cls(
             path=row["filePath"],
             folder=row["folder"],
+            folder_path=_folder_path(row),
             rel=row["relPath"],
             start_line=row["startLine"],
             end_line=row["endLine"],
             page=row.get("page"),
             score=row["score"],
             text=row.get("text", ""),
+            copies=tuple(ServedCopy.from_json(copy) for copy in row.get("copies", ())),
+            copy_count=row.get("copyCount", 0),
         )
 
 

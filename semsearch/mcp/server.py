@@ -51,6 +51,7 @@ from semsearch.mcp.schema import (
     HIT_TEXT_CHARS,
     MAX_GREP_RESULTS,
     MAX_K,
+    AllCopies,
     ContextLines,
     ExcludeParam,
     FolderParam,
@@ -149,6 +150,7 @@ class Scope:
     exclude: list[str] | None
     mode: Mode | None
     min_score: float | None
+    all_copies: bool = False
 
 
 class Tools:
@@ -195,6 +197,7 @@ class Tools:
             exclude=scope.exclude,
             mode=scope.mode,
             min_score=scope.min_score,
+            all_copies=scope.all_copies,
         )
 
     @_reported
@@ -207,6 +210,7 @@ class Tools:
         exclude: ExcludeParam = None,
         mode: ModeParam = None,
         minScore: MinScore = None,
+        allCopies: AllCopies = False,
     ) -> Annotated[CallToolResult, SearchOutput]:
         """Search the indexed files by meaning (hybrid: embeddings + BM25 keywords; mode picks
         one of them alone).
@@ -215,10 +219,12 @@ class Tools:
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         chunksPending counts chunks not embedded yet, found by words only until then.
         pathGlob and exclude scope it to some paths (gitignore-style globs relative to the
-        folder); filters that match no indexed path are an error saying so.
+        folder); filters that match no indexed path are an error saying so. The same text in
+        several files (copies, checkouts at several revisions) is one result listing the other
+        places in copies; allCopies lists each as its own result.
         """
         index, indexing = self._fresh(self.settings())
-        scope = Scope(folder, pathGlob, exclude, mode, minScore)
+        scope = Scope(folder, pathGlob, exclude, mode, minScore, bool(allCopies))
         hits = self._search(index, query, k, scope)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
@@ -240,6 +246,7 @@ class Tools:
         exclude: ExcludeParam = None,
         mode: ModeParam = None,
         minScore: MinScore = None,
+        allCopies: AllCopies = False,
     ) -> Annotated[CallToolResult, GatherOutput]:
         """Search like `search`, formatted as one markdown block to drop into a context window.
 
@@ -249,7 +256,7 @@ class Tools:
         structured content has the same results: each hit and the passage shown for it.
         """
         index, indexing = self._fresh(self.settings())
-        scope = Scope(folder, pathGlob, exclude, mode, minScore)
+        scope = Scope(folder, pathGlob, exclude, mode, minScore, bool(allCopies))
         hits = self._search(index, query, k, scope)
         gathered = index.gather(hits, contextLines or 0)
         pending = index.pending_vectors(folder or None)

@@ -500,7 +500,7 @@ def test_copies_of_a_tree_indexed_in_one_run_cost_no_model_time(
 ) -> None:
     """A tree copied three times (three configured folders, or three revision folders inside
     one), indexed in one run: the model sees each distinct text once, chunk texts and rel paths
-    alike, over more second-pass batches than one."""
+    alike, over more second-pass batches than one; a fourth copy indexed later embeds no chunk."""
     tree = {
         f"pkg/mod{n}.py": "\n".join(long_file(60, seed=f"m{n}", blank_every=0)) + "\n"
         for n in range(50)
@@ -521,6 +521,11 @@ def test_copies_of_a_tree_indexed_in_one_run_cost_no_model_time(
     assert report.total("chunks") == 3 * len(texts) > EMBED_BATCH
     assert report.chunks_embedded == len(texts)
     assert len(embedder.texts) == len(set(embedder.texts))  # nothing embedded twice
+    # a fourth copy indexed in a later run: its chunks take the stored vectors of their texts
+    embedder.texts.clear()
+    later = index.update([write_tree(tmp_path / "rev4", tree)])
+    assert later.total("chunks") == len(texts) and later.chunks_embedded == 0
+    assert len(embedder.texts) == later.paths_embedded
     index.close()
 
 

@@ -239,10 +239,13 @@ def test_a_file_the_query_names_beats_one_with_the_same_text(
     text = "the client keeps connections open between requests\n"
     root = write_tree(tmp_path / "lib", {"http/pool.py": text, "http/session.py": text})
     hash_index.update([root])
-    hits = hash_index.search("client session connections between requests", k=2)
+    query = "client session connections between requests"
+    hits = hash_index.search(query, k=2, all_copies=True)  # each copy its own hit
     assert [h.rel for h in hits] == ["http/session.py", "http/pool.py"]
     assert any(p.startswith(STEM_NOTE) for p in hits[0].priors)
     assert 0.0 < hits[1].score < hits[0].score <= 1.0
+    (hit,) = hash_index.search(query, k=2)  # one text: the named file stands for it
+    assert (hit.rel, [c.rel for c in hit.copies]) == ("http/session.py", ["http/pool.py"])
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,26 @@ def test_maintain_gives_an_older_chunks_table_its_text_hash_index(
     index.close()
 
 
+def test_an_index_run_records_whether_two_chunks_share_a_text(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Without copies a search skips their look-ups (requests, on object storage); the first
+    copy written turns them back on, and the copy collapses into the hit."""
+    index = Index(settings, embedder=HashEmbedder())
+    notes = write_tree(tmp_path / "notes", {"a.md": "otters hold paws\n", "b.md": "beavers\n"})
+    index.update([notes])
+    assert LanceStore(settings.store_path).has_copies() is False
+    (hit,) = index.search("otters hold paws", k=1)
+    assert hit.copies == () and hit.copy_count == 0
+    write_tree(notes, {"c.md": "otters hold paws\n"})
+    index.update([notes])
+    assert LanceStore(settings.store_path).has_copies() is True
+    (hit,) = index.search("otters hold paws", k=1)
+    assert hit.copy_count == 1
+    assert {hit.rel, hit.copies[0].rel} == {"a.md", "c.md"}
+    index.close()
+
+
 def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -> None:
     store = LanceStore(settings.store_path, create=True)
     store.set_model("m", 16)

@@ -49,6 +49,11 @@ CORPUS: dict[str, str | bytes] = {
         "The lighthouse keeper logs every passing ship in a leather ledger, noting its flag, "
         "its cargo and the hour it rounded the cape, even on foggy nights.\n"
     ),
+    # a copy: the served hit lists it under the one it collapses into, as in-process
+    "old/lighthouse.md": (
+        "The lighthouse keeper logs every passing ship in a leather ledger, noting its flag, "
+        "its cargo and the hour it rounded the cape, even on foggy nights.\n"
+    ),
     "notes/ledger.md": "\n\n".join(
         f"Paragraph {n} is about topic {n}: " + " ".join(f"word{n}x{i}" for i in range(40))
         for n in range(8)
@@ -319,6 +324,8 @@ CLI_ROWS: list[tuple[list[str], bool]] = [
     (["search", "retry", "--files-only", "--json"], True),
     (["search", "retry", "--vimgrep"], True),
     (["search", "lighthouse", "-C", "1", "-k", "2"], True),
+    (["search", "lighthouse keeper ledger", "-k", "2"], True),
+    (["search", "lighthouse keeper ledger", "-k", "2", "--all-copies"], True),
     (["search", "card charge", "--full"], True),
     (["search", "qqqzzz", "--mode", "bm25"], True),  # no results: stderr only
     (["search", "retry", "-k", "51"], False),  # more than the tool's 50
@@ -346,6 +353,14 @@ def test_the_cli_prints_the_same_through_the_server(
     assert loaded is not is_served, err
     assert (code, out, err) == run_here(served, argv, served.folder, capsys, monkeypatch)
     assert out or err
+    if argv[:2] == ["search", "lighthouse keeper ledger"]:  # the copy: listed, or its own hit
+        lines = out.splitlines()
+        if "--all-copies" in argv:
+            assert "also in" not in out and "old/lighthouse.md" in out
+        else:
+            shown, copy = lines[0].split()[2], lines[1].split()
+            assert copy[:2] == ["also", "in:"] and len(copy) == 3, out
+            assert {shown, copy[2]} == {"old/lighthouse.md:1", "notes/lighthouse.md:1"}, out
 
 
 def test_a_file_saved_after_the_server_started_is_found(served: Served) -> None:

@@ -214,7 +214,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
-    places = None if options.all_copies else Places(store)
+    places = None if options.all_copies or not store.has_copies() else Places(store)
     lexical: Future[LexicalArms] | None = None
     if options.mode != "vector":
         collapsing = places is not None

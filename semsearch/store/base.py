@@ -322,6 +322,10 @@ class Store(Protocol):
         """The places of every stored chunk whose text hash is one of ``hashes``, by chunk id
         (copies of one text: search lists them under the hit they collapse into)."""
 
+    def has_copies(self) -> bool:
+        """False only when the store knows that no two chunks hold one text: search then skips
+        looking up copies."""
+
     def maintain(self) -> None:
         """Bring derived indexes up to date; run after every index run and folder removal."""
 

@@ -6,6 +6,7 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
                           the vector index was trained), next_files_id, next_chunks_id,
                           chunks_epoch (times the chunks table was created or dropped),
+                          copies ("0" when the last run found no two chunks of one text),
                           folder_commit.ID (the git commit folder ID's last complete run read,
                           when a checkout), written (on object storage: the time of the last
                           commit of the last run, which remote readers look for)
@@ -92,6 +93,7 @@ from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
 try:  # the sibling modules import lancedb and pyarrow too
     import lancedb
     import pyarrow as pa
+    import pyarrow.compute as pc
     from lancedb.index import FTS, BTree, HnswSq
 
     from semsearch.store.lance.paths import PathVectors, moved_path_ids
@@ -765,6 +767,7 @@ class LanceStore(VectorColumns, PathVectors):
                 indexed = {c for index in chunks.list_indices() for c in index.columns}
                 if "text_hash" not in indexed:
                     chunks.create_index("text_hash", config=BTree())
+                self._note_copies(chunks)
             self._build_ann(chunks)
         paths = self._path_table()
         kept = REMOTE_RETENTION if self._is_remote else RETENTION
@@ -778,6 +781,18 @@ class LanceStore(VectorColumns, PathVectors):
             if self._is_remote:  # the last commit of a run: what remote readers look for
                 self._put_meta({"written": f"{time.time():.3f}"})
             self._meta.optimize(cleanup_older_than=kept)
+
+    def has_copies(self) -> bool:
+        """False when the last index run found no two chunks of one text (meta ``copies``)."""
+        return self.meta("copies") != "0"
+
+    def _note_copies(self, chunks: Any) -> None:
+        """Record whether two chunks share a text, so that a search of an index without copies
+        skips their look-ups: on object storage those were 7 of a cold search's ~45 requests."""
+        column = chunks.search().select(["text_hash"]).limit(None).to_arrow()["text_hash"]
+        copies = "1" if len(pc.unique(column)) < len(column) else "0"
+        if self.meta("copies") != copies:
+            self._put_meta({"copies": copies})
 
     def _build_ann(self, chunks: Any) -> None:
         rows = int(chunks.count_rows())

@@ -543,6 +543,11 @@ class SqliteStore:
         them), by chunk id."""
         return self._vector_reader().text_places(hashes)
 
+    def has_copies(self) -> bool:
+        """Always maybe: the look-ups are local here (~5 ms at 25k chunks), and knowing would
+        cost a pass over every chunk per index run."""
+        return True
+
     def maintain(self) -> None:
         """Give the file's free pages back to the file system (after a removal or re-index).
 

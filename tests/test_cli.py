@@ -222,7 +222,7 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--explain")
-    defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+    defines = f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}"
     # one file: it holds the largest sum of fused scores, so its chunk gains the whole share
     coherence = f"{ranking.COHERENCE_NOTE} +{ranking.FILE_COHERENCE:.2f}  ·  "
     # the query names retry.py (its stem is a part of the name): the named-files arm has it too

@@ -28,6 +28,7 @@ from tests.conftest import BACKENDS, write_tree
 
 # How --explain names the priors at their current weights (semsearch/ranking.py).
 DEFINES = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+NAME_DEFINES = f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}"  # a one-name query
 ONE_WORD_BOOST = 1 + (ranking.STEM_BOOST - 1) * ranking.STEM_SINGLE_SHARE
 ONE_WORD_NAME = f"{ranking.STEM_NOTE} x{ONE_WORD_BOOST:g}"
 FOLDER = f"{ranking.FOLDER_NOTE} x{ranking.FOLDER_BOOST:g}"
@@ -183,7 +184,7 @@ def test_hybrid_scores_are_on_one_scale(two_folders: Index) -> None:
     top = two_folders.search("retry_payment", k=1)[0]
     assert (top.vector_rank, top.lexical_rank) == (1, 1)
     # retry.py is named by the query too (its stem is a word of retry_payment)
-    assert top.priors == (DEFINES, ONE_WORD_NAME)
+    assert top.priors == (NAME_DEFINES, ONE_WORD_NAME)
     # fused score 1.0 (first in both arms) x both priors, / the same product: the best possible
     assert top.score == pytest.approx(1.0)
     no_word_matches = two_folders.search("zzzz qqqq", k=1)[0]
@@ -265,7 +266,7 @@ def test_definition_beats_call_sites_for_a_symbol_query(tmp_path: Path, hash_ind
     hash_index.update([root])
     top = hash_index.search("compute_invoice_total", k=2)
     assert top[0].rel == "billing/invoice.py"
-    assert DEFINES in top[0].priors
+    assert NAME_DEFINES in top[0].priors
 
 
 def test_test_file_loses_to_the_source_it_tests(tmp_path: Path, hash_index: Index) -> None:
@@ -643,12 +644,12 @@ def test_scores_stay_within_zero_and_one_with_the_definition_boost(
         hits = ranking_corpus.search(query, k=8, mode=mode)  # type: ignore[arg-type]
         assert all(0.0 <= hit.score <= 1.0 for hit in hits), (query, [h.score for h in hits])
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        boosted += sum(DEFINES in hit.priors for hit in hits)
+        boosted += sum(bool({DEFINES, NAME_DEFINES} & set(hit.priors)) for hit in hits)
     assert boosted >= 5
     (top,) = ranking_corpus.search("parse_header", k=1, mode=mode)  # type: ignore[arg-type]
     assert (top.rel, top.priors, top.score) == (
         "src/parser.py",
-        (DEFINES, ONE_WORD_NAME),
+        (NAME_DEFINES, ONE_WORD_NAME),
         1.0,
     )
 
@@ -697,8 +698,8 @@ def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
         ("how are failed calls retried with backoff", 0.790485 * ONE_WORD_BOOST, (ONE_WORD_NAME,)),
         (
             "parse_header",
-            0.316228 * ranking.DEFINITION_BOOST * ONE_WORD_BOOST,
-            (DEFINES, ONE_WORD_NAME),
+            0.316228 * ranking.NAME_DEFINITION_BOOST * ONE_WORD_BOOST,
+            (NAME_DEFINES, ONE_WORD_NAME),
         ),
     ]:
         (hit,) = ranking_corpus.search(query, k=1, mode="vector")
@@ -850,7 +851,7 @@ def test_a_full_definitions_arm_leaves_the_other_definitions_to_the_priors(
     hash_index.update([write_tree(tmp_path / "src", files)])
     hits = hash_index.search("parse_header", k=60)
     assert len(hits) == 60 > DEFINITION_POOL
-    assert all(DEFINES in hit.priors for hit in hits)
+    assert all(NAME_DEFINES in hit.priors for hit in hits)
 
 
 class ModelTokens(HashEmbedder):

@@ -588,3 +588,77 @@ def test_what_only_declares_a_name_does_not_define_it(
     rel: str, text: str, name: str, defines: bool
 ) -> None:
     assert ranking.defines_queried(rel, text, query_info(name)) is defines
+
+
+# A package as a user has it: the code, its README, its changelog and its tests all talk about
+# how a redirect is followed.
+REDIRECT_PACKAGE = {
+    "src/pkg/sessions.py": (
+        "class SessionRedirectMixin:\n"
+        "    def resolve_redirects(self, resp, req):\n"
+        '        """Follow each redirect response until a final response."""\n'
+        "        while resp.is_redirect:\n"
+        "            url = resp.headers['location']\n"
+        "            resp = self.send(self.rebuild_method(req, resp), allow_redirects=False)\n"
+    ),
+    "README.md": (
+        "# pkg\n\nRedirects are followed automatically: each redirect response is followed\n"
+        "until the final response, and `resp.history` keeps the redirect responses.\n"
+    ),
+    "HISTORY.md": (
+        "2.1.0\n\n- Redirects are followed for every redirect response until the final "
+        "response.\n- Fixed how a redirect response is followed after a 303.\n"
+    ),
+    "tests/test_redirects.py": (
+        "def test_redirects_are_followed(session):\n"
+        "    resp = session.get('/redirect/3')  # each redirect response is followed\n"
+        "    assert resp.history and resp.status_code == 200  # until the final response\n"
+    ),
+}
+
+
+def test_a_question_ranks_the_code_above_the_docs_and_tests_about_it(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    hash_index.update([write_tree(tmp_path / "pkg", REDIRECT_PACKAGE)])
+    hits = hash_index.search("how is each redirect response followed until the final response")
+    assert hits[0].rel == "src/pkg/sessions.py", [(h.rel, h.priors) for h in hits]
+    docs = {h.rel: h.priors for h in hits if h.rel.endswith(".md")}
+    assert docs and all(ranking.DOCUMENTATION_NOTE in " ".join(p) for p in docs.values())
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "redirect response followed until the final response",  # not a question
+        "where does the changelog say redirects are followed",  # asks for the docs
+    ],
+)
+def test_docs_keep_their_rank_unless_a_question_asks_for_code(
+    tmp_path: Path, hash_index: Index, query: str
+) -> None:
+    hash_index.update([write_tree(tmp_path / "pkg", REDIRECT_PACKAGE)])
+    assert not any(
+        prior.startswith(ranking.DOCUMENTATION_NOTE)
+        for hit in hash_index.search(query)
+        for prior in hit.priors
+    )
+
+
+@pytest.mark.parametrize(
+    ("rel", "is_documentation"),
+    [
+        ("README.md", True),
+        ("docs/guide/retries.rst", True),
+        ("CHANGELOG", True),
+        ("HISTORY.md", True),
+        ("NEWS.txt", True),
+        ("changes/8812.feature", True),
+        ("man/man1/pyenv.1", True),
+        ("libexec/pyenv-rehash", False),  # a script without an extension
+        ("src/pkg/history.py", False),
+        ("lib/changes.js", False),
+    ],
+)
+def test_what_counts_as_documentation(rel: str, is_documentation: bool) -> None:
+    assert ranking._is_documentation(rel) is is_documentation

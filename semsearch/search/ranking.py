@@ -29,6 +29,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from itertools import islice
 
+from semsearch.files.filetype import PROSE_EXTENSIONS, extension_of
 from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
 # Each knob with the reason for its value; bench/RESULTS.md has the sweeps behind them.
@@ -176,6 +177,7 @@ class QueryInfo:
     qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
     public_folders: frozenset[str] | None = None
     is_name: bool = False  # the query is one identifier, qualified or not (`a::B`, `A\B`)
+    is_question: bool = False  # its first word asks (`how`, `where`…): see _QUESTION_WORDS
 
 
 def query_info(query: str) -> QueryInfo:
@@ -194,7 +196,10 @@ def query_info(query: str) -> QueryInfo:
     # PHP writes a fully qualified name with a leading backslash (`\Monolog\Logger`)
     is_name = bool(qualified) and bool(_QUERY_WORD.fullmatch(query.strip().lstrip("\\")))
     parts = tuple(frozenset(q) for q in qualified.values())
-    return QueryInfo(words, terms, tuple(qualified), parts, is_name=is_name)
+    first = query.split(maxsplit=1)[0].lower().strip(_WORD_EDGES) if query.strip() else ""
+    return QueryInfo(
+        words, terms, tuple(qualified), parts, is_name=is_name, is_question=first in _QUESTION_WORDS
+    )
 
 
 def stem_words(words: list[str]) -> list[str]:
@@ -404,6 +409,8 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
         priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
     if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
         priors.append((FOLDER_NOTE, FOLDER_BOOST))
+    if info.is_question and not info.words & _DOC_WORDS and _is_documentation(rel):
+        priors.append((DOCUMENTATION_NOTE, DOCUMENTATION_FACTOR))
     for label, lifted_by, factor in _path_kinds(rel):
         if label == "private" and not _is_private_beside_public(rel, info.public_folders):
             continue
@@ -411,6 +418,35 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
             priors.append((f"{label} file", factor))
             break
     return priors
+
+
+# A question ("how does the retry work", "where is the encoding guessed") asks for the code that
+# does it: documentation, a changelog or release notes that talk about it rank below the code,
+# unless the question asks for them ("where is the changelog", "documentation on setup").
+DOCUMENTATION_FACTOR = 0.7
+DOCUMENTATION_NOTE = "documentation, for a question"
+_DOC_WORDS_TEXT = (
+    "doc docs documentation documented readme changelog changes history release releases news "
+    "guide tutorial manual faq notes changed upgrade upgrading migration install installation"
+)
+_DOC_WORDS = frozenset(_DOC_WORDS_TEXT.split())
+# A changelog without an extension, a fragment of one (towncrier's `changes/8812.feature`), or a
+# manual page (`man/man1/pyenv.1`).
+_CHANGELOG = re.compile(
+    r"(^|/)(change_?log|changes|history|news|releases?)$|(^|/)(changes|changelog\.d|newsfragments)/"
+    r"|(^|/)man[1-9]?/[^/]+\.[1-9][a-z]*$"
+)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _is_documentation(rel: str) -> bool:
+    """A document by its extension (``README.md``, ``guide.rst``), a changelog by its name
+    (``CHANGELOG``, ``NEWS``) or a manual page; a file without an extension is not one (scripts:
+    ``libexec/pyenv-rehash``)."""
+    lowered = rel.lower()
+    return extension_of(lowered.rsplit("/", 1)[-1]) in PROSE_EXTENSIONS or bool(
+        _CHANGELOG.search(lowered)
+    )
 
 
 def public_python_folders(rels: Iterable[str]) -> frozenset[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "7"
+TERMS_VERSION = "8"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -116,8 +116,15 @@ def definitions(text: str) -> list[str]:
         name = next((match.group(g) for g in _GROUPS if match.group(g)), None)
         if not name or len(name) < 2 or _is_alias(text, match, name):
             continue
+        if match.group("keyword") and _MODULE_ALIAS.match(match.group()):
+            continue
         names[name] = None
     return list(names)
+
+
+# Elixir's `alias Ecto.Query` (or `alias Ecto.Query.{Builder, Planner}`) makes a module defined
+# elsewhere known by its last name: an import, not a definition.
+_MODULE_ALIAS = re.compile(r"[ \t]*alias[ \t]+[\w$]+\.")
 
 
 def _is_alias(text: str, match: re.Match[str], name: str) -> bool:

@@ -590,8 +590,8 @@ def test_what_only_declares_a_name_does_not_define_it(
     assert ranking.defines_queried(rel, text, query_info(name)) is defines
 
 
-# A package as a user has it: the code, its README, its changelog and its tests all talk about
-# how a redirect is followed.
+# A package as a user has it: the code, its changelog, its manual page and its tests all talk
+# about how a redirect is followed.
 REDIRECT_PACKAGE = {
     "src/pkg/sessions.py": (
         "class SessionRedirectMixin:\n"
@@ -601,9 +601,9 @@ REDIRECT_PACKAGE = {
         "            url = resp.headers['location']\n"
         "            resp = self.send(self.rebuild_method(req, resp), allow_redirects=False)\n"
     ),
-    "README.md": (
-        "# pkg\n\nRedirects are followed automatically: each redirect response is followed\n"
-        "until the final response, and `resp.history` keeps the redirect responses.\n"
+    "man/man1/pkg.1": (
+        ".TH PKG 1\n.SH REDIRECTS\nEach redirect response is followed\n"
+        "until the final response; the redirect responses are kept.\n"
     ),
     "HISTORY.md": (
         "2.1.0\n\n- Redirects are followed for every redirect response until the final "
@@ -623,7 +623,7 @@ def test_a_question_ranks_the_code_above_the_docs_and_tests_about_it(
     hash_index.update([write_tree(tmp_path / "pkg", REDIRECT_PACKAGE)])
     hits = hash_index.search("how is each redirect response followed until the final response")
     assert hits[0].rel == "src/pkg/sessions.py", [(h.rel, h.priors) for h in hits]
-    docs = {h.rel: h.priors for h in hits if h.rel.endswith(".md")}
+    docs = {h.rel: h.priors for h in hits if h.rel in ("HISTORY.md", "man/man1/pkg.1")}
     assert docs and all(ranking.DOCUMENTATION_NOTE in " ".join(p) for p in docs.values())
 
 
@@ -648,11 +648,12 @@ def test_docs_keep_their_rank_unless_a_question_asks_for_code(
 @pytest.mark.parametrize(
     ("rel", "is_documentation"),
     [
-        ("README.md", True),
-        ("docs/guide/retries.rst", True),
+        ("README.md", False),  # a document on a topic can be the answer
+        ("docs/guide/retries.rst", False),
         ("CHANGELOG", True),
         ("HISTORY.md", True),
         ("NEWS.txt", True),
+        ("docs/release-notes.rst", True),
         ("changes/8812.feature", True),
         ("man/man1/pyenv.1", True),
         ("libexec/pyenv-rehash", False),  # a script without an extension

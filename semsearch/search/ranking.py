@@ -29,7 +29,6 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from itertools import islice
 
-from semsearch.files.filetype import PROSE_EXTENSIONS, extension_of
 from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
 # Each knob with the reason for its value; bench/RESULTS.md has the sweeps behind them.
@@ -421,32 +420,29 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
 
 
 # A question ("how does the retry work", "where is the encoding guessed") asks for the code that
-# does it: documentation, a changelog or release notes that talk about it rank below the code,
-# unless the question asks for them ("where is the changelog", "documentation on setup").
+# does it: a changelog, release notes or a manual page, which mention every feature in passing,
+# rank below the code, unless the question asks for them ("what changed in 2.32"). A document
+# on one topic keeps its rank: where no code does what is asked (a retry policy written down
+# only in `docs/retry.md`), it is the answer.
 DOCUMENTATION_FACTOR = 0.7
-DOCUMENTATION_NOTE = "documentation, for a question"
+DOCUMENTATION_NOTE = "changelog or manual, for a question"
 _DOC_WORDS_TEXT = (
     "doc docs documentation documented readme changelog changes history release releases news "
-    "guide tutorial manual faq notes changed upgrade upgrading migration install installation"
+    "notes changed manual man upgrade upgrading migration"
 )
 _DOC_WORDS = frozenset(_DOC_WORDS_TEXT.split())
-# A changelog without an extension, a fragment of one (towncrier's `changes/8812.feature`), or a
-# manual page (`man/man1/pyenv.1`).
 _CHANGELOG = re.compile(
-    r"(^|/)(change_?log|changes|history|news|releases?)$|(^|/)(changes|changelog\.d|newsfragments)/"
-    r"|(^|/)man[1-9]?/[^/]+\.[1-9][a-z]*$"
+    r"(^|/)(change_?log|changes|history|news|release[_-]?notes|releases?)"
+    r"(\.(md|markdown|rst|txt|adoc))?$"
+    r"|(^|/)(changes|changelog\.d|newsfragments)/|(^|/)man[1-9]?/[^/]+\.[1-9][a-z]*$"
 )
 
 
 @functools.lru_cache(maxsize=65_536)
 def _is_documentation(rel: str) -> bool:
-    """A document by its extension (``README.md``, ``guide.rst``), a changelog by its name
-    (``CHANGELOG``, ``NEWS``) or a manual page; a file without an extension is not one (scripts:
-    ``libexec/pyenv-rehash``)."""
-    lowered = rel.lower()
-    return extension_of(lowered.rsplit("/", 1)[-1]) in PROSE_EXTENSIONS or bool(
-        _CHANGELOG.search(lowered)
-    )
+    """A changelog (``CHANGELOG``, ``HISTORY.md``, ``NEWS.rst``, towncrier's ``changes/*``) or a
+    manual page (``man/man1/pyenv.1``)."""
+    return bool(_CHANGELOG.search(rel.lower()))
 
 
 def public_python_folders(rels: Iterable[str]) -> frozenset[str]:

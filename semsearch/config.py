@@ -118,8 +118,10 @@ Location = Path | RemoteLocation  # where an index lives: a local path, or an ob
 
 
 def is_remote_uri(text: str) -> bool:
-    """Whether ``text`` names an object store (``s3://``, ``gs://``, ``az://``), not a path."""
-    scheme, found, _ = text.partition("://")
+    """Whether ``text`` is meant to name an object store (``s3://``, ``gs://``, ``az://``), not
+    a path: a mistyped ``s3:/bucket`` too, which :func:`remote_location` then refuses, where
+    a local folder ``./s3:/bucket`` would have been indexed without a word."""
+    scheme, found, _ = text.partition(":")
     return bool(found) and scheme.lower() in REMOTE_SCHEMES
 
 
@@ -471,13 +473,14 @@ def remote_location(
 ) -> RemoteLocation:
     """The object store at ``uri``: storage options from the config's ``storageOptions``, the
     standard AWS variables over them (for ``s3://``)."""
-    scheme, _, rest = uri.partition("://")
+    scheme, _, rest = uri.partition(":")
+    slashes, rest = rest[:2], rest[2:]
     bucket, _, prefix = rest.partition("/")
     parts = prefix.strip("/").split("/") if prefix.strip("/") else []
-    if not bucket or any(part in ("", ".", "..") for part in parts):
+    if slashes != "//" or not bucket or any(part in ("", ".", "..") for part in parts):
         raise UsageError(
             f"{uri} is not an object-store URI: write it as {scheme}://BUCKET/PREFIX, "
-            "e.g. s3://my-bucket/team-index."
+            f"e.g. {scheme.lower()}://my-bucket/team-index (a local folder: ./{uri})."
         )
     options = _storage_options(config_path, data)
     if scheme.lower() == "s3":

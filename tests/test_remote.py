@@ -261,6 +261,16 @@ def test_config_and_status_never_show_the_secret(
             {},
             "is not an object-store URI",
         ),
+        (  # one slash short: once a local folder ./s3:/BUCKET, indexed without a word
+            ["--index", "s3:/BUCKET/team", "index", "."],
+            {},
+            "is not an object-store URI: write it as s3://BUCKET/PREFIX",
+        ),
+        (
+            ["--index", "GS:team", "search", "otters"],
+            {},
+            "e.g. gs://my-bucket/team-index (a local folder: ./GS:team)",
+        ),
         (
             ["--index", "s3://BUCKET/team", "index", "--rebuild"],
             {"SS_CONFIG_PATH": "CONFIG"},

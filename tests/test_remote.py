@@ -392,6 +392,7 @@ def strict_moto() -> Iterator[str]:
         ("unreachable", "Cannot reach the object store at http://127.0.0.1:"),
         ("no-bucket", "The bucket no-such-bucket-here does not exist"),
         ("wrong-keys", "The object store refused the credentials for"),
+        ("no-keys", "Found no credentials for s3://"),
     ],
 )
 def test_store_failures_exit_1_in_one_line_and_leave_nothing_behind(
@@ -412,6 +413,9 @@ def test_store_failures_exit_1_in_one_line_and_leave_nothing_behind(
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     elif where == "no-bucket":
         uri = "s3://no-such-bucket-here/team"
+    elif where == "no-keys":
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     else:
         monkeypatch.setenv("AWS_ENDPOINT_URL", strict_moto)
     assert main(["--index", uri, *command]) == 1
@@ -421,12 +425,64 @@ def test_store_failures_exit_1_in_one_line_and_leave_nothing_behind(
     assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["a.md"]
     assert keys(endpoint, bucket) == []
     if command[0] == "index":  # nothing half-written: the next run, once the store answers, works
-        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        for key, value in s3_env(endpoint).items():  # the endpoint and keys put right
+            monkeypatch.setenv(key, value)
         assert main(["--index", f"s3://{bucket}/team", "index", "."]) == 0
         capsys.readouterr()
         assert main(["--index", f"s3://{bucket}/team", "search", "otters", "--json"]) == 0
         (hit,) = json.loads(capsys.readouterr().out)["results"]
         assert hit["relPath"] == "a.md"
+
+
+def test_a_bucket_whose_region_cannot_be_found_says_to_set_it(tmp_path: Path) -> None:
+    """No AWS_REGION and no endpoint: LanceDB asks AWS for the bucket's region, which fails here
+    (a network namespace with no network); once this read as a damaged index."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SS_", "AWS_"))}
+    env.update(
+        HOME=str(tmp_path / "home"),
+        PYTHONPATH=os.pathsep.join(sys.path),
+        SS_MODEL_CACHE=os.environ["SS_MODEL_CACHE"],
+        AWS_ACCESS_KEY_ID=KEY_ID,
+        AWS_SECRET_ACCESS_KEY=SECRET,
+    )
+    uri = "s3://some-team-bucket/x"
+    for argv in (["status"], ["search", "otters"]):
+        done = subprocess.run(
+            ["unshare", "--net", sys.executable, "-m", "semsearch", "--index", uri, *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        assert one_line(done.stderr) == (
+            "semsearch: Cannot find the region of the bucket some-team-bucket (index "
+            "s3://some-team-bucket/x): set AWS_REGION (or storageOptions.aws_region), and "
+            "AWS_ENDPOINT_URL for a server other than AWS."
+        )
+
+
+def test_a_damaged_remote_index_is_not_told_to_rebuild(
+    tmp_path: Path, bucket: str, moto: tuple[str, RequestLog], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--rebuild renames the index aside, which an object store cannot do: the advice is a new
+    prefix."""
+    endpoint, _ = moto
+    uri = f"s3://{bucket}/team"
+    assert main(["--index", uri, "index", str(write_tree(tmp_path / "p", PROJECT))]) == 0
+    store = client(endpoint)
+    for key in keys(endpoint, bucket):
+        if "/chunks.lance/data/" in key:
+            store.delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    capsys.readouterr()
+    assert main(["--index", uri, "search", "retry card payment", "--mode", "bm25"]) == 1
+    message = one_line(capsys.readouterr().err)
+    assert f"The index {uri} is damaged" in message
+    assert message.endswith(
+        "Index into a new prefix and point readers at it (then delete this one)."
+    )
+    assert "--rebuild" not in message
 
 
 def test_a_reader_with_another_model_gets_a_clear_error(

@@ -355,10 +355,14 @@ def model_mismatch_message(path: Location, stored: str, current: str) -> str:
 
 def damaged_error(path: Location, problem: str) -> IndexDamagedError:
     """The error for an index that SQLite or LanceDB cannot read (``problem`` says why)."""
-    message = (
-        f"The index {path} is damaged: {problem}. Run `semsearch index --rebuild` to set it "
-        "aside (it is kept, renamed) and index the configured folders again."
-    )
+    if isinstance(path, RemoteLocation):  # an object store renames nothing: no --rebuild
+        advice = "Index into a new prefix and point readers at it (then delete this one)."
+    else:
+        advice = (
+            "Run `semsearch index --rebuild` to set it aside (it is kept, renamed) and index "
+            "the configured folders again."
+        )
+    message = f"The index {path} is damaged: {problem}. {advice}"
     return IndexDamagedError(message, problem)
 
 

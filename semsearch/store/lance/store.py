@@ -144,6 +144,10 @@ _UNREACHABLE = re.compile(
     r"failed to lookup address|timed out|Connection reset",
     re.IGNORECASE,
 )
+# What LanceDB's object store says when a request cannot even be made: an S3 bucket's region
+# not given and not found (no AWS_REGION, or AWS unreachable), and no credentials anywhere.
+_NO_REGION = "Failed to resolve region"
+_NO_CREDENTIALS = "Failed to get AWS credentials"
 RETENTION = timedelta(0)  # old versions a local index keeps: none (readers retry once)
 # ... and one on object storage: readers check for a new version at most once a query
 # (READ_CHECK), so a reader may still be reading one that a writer has just superseded.
@@ -151,8 +155,13 @@ REMOTE_RETENTION = timedelta(minutes=10)
 
 
 def _request_failure(text: str) -> tuple[str, str] | None:
-    """("refused", code) or ("unreachable", reason) for a request to an object store that
-    failed; None for any other error (a missing object of the index is damage)."""
+    """("refused", code), ("unreachable", reason), ("region", "") or ("credentials", "") for a
+    request to an object store that failed or could not be made; None for any other error (a
+    missing object of the index is damage)."""
+    if _NO_REGION in text:
+        return "region", ""
+    if _NO_CREDENTIALS in text:
+        return "credentials", ""
     status = _STATUS.search(text)
     code = _CODE.search(text)
     if status is not None:
@@ -174,6 +183,17 @@ def remote_failure(location: RemoteLocation, exc: Exception) -> str | None:
     kind, detail = found
     if kind == "refused":
         return refused_message(location, detail)
+    if kind == "region":
+        return (
+            f"Cannot find the region of the bucket {location.bucket} (index {location}): set "
+            "AWS_REGION (or storageOptions.aws_region), and AWS_ENDPOINT_URL for a server "
+            "other than AWS."
+        )
+    if kind == "credentials":
+        return (
+            f"Found no credentials for {location}: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or storageOptions)."
+        )
     return unreachable_message(location, detail)
 
 

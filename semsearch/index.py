@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -667,7 +667,7 @@ class Index:
         change = remove_roots(self.settings.config_path, chosen)
         gone = {os.path.realpath(path) for path in change.changed}
         roots = tuple(r for r in self.settings.roots if os.path.realpath(r) not in gone)
-        self.settings = replace(self.settings, roots=roots)
+        self.settings = self.settings._replace(roots=roots)
         return change, files
 
     @_locked
@@ -732,7 +732,7 @@ class Index:
         configured = {os.path.realpath(root) for root in self.settings.roots}
         only_indexed = [Path(f.path) for f in indexed if os.path.realpath(f.path) not in configured]
         change = add_roots(self.settings.config_path, wanted, base, only_indexed)
-        self.settings = replace(self.settings, roots=change.roots)
+        self.settings = self.settings._replace(roots=change.roots)
         outers = [*change.changed, *change.unchanged]
         if any(is_inside(f.path, outer) for f in indexed for outer in outers):
             with write_lock(self.settings.store_path, wait_seconds):  # only then wait for it
@@ -740,7 +740,7 @@ class Index:
                 store.sync()
                 _absorb(store, outers)
                 store.maintain()
-        return replace(change, moved=tuple(moved.items()))
+        return change._replace(moved=tuple(moved.items()))
 
     @_locked
     def move(
@@ -769,7 +769,7 @@ class Index:
                 store.maintain()
         rewritten = move_root(self.settings.config_path, folder.path, target)
         roots = (target if root == folder.path else root for root in self.settings.roots)
-        self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
+        self.settings = self.settings._replace(roots=tuple(dict.fromkeys(roots)))
         return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
 
     def _covering(self, root: Path) -> Path:

@@ -51,7 +51,7 @@ from semsearch.cli.remote import (
 )
 from semsearch.config import DEFAULT_SERVE_PORT, MODES, Location, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
-from semsearch.process import configure_process
+from semsearch.process import cap_malloc_arenas, set_environment
 from semsearch.service import STATUS_URI, running_server
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
@@ -347,7 +347,7 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the CLI's single error boundary."""
-    configure_process()
+    set_environment()  # before numpy loads; cap_malloc_arenas() runs when the library does
     _escape_unencodable(sys.stdout)
     parser = build_parser()
     try:
@@ -385,6 +385,7 @@ def _escape_unencodable(stream: TextIO) -> None:
 def _index(settings: Settings, one_shot: bool = False) -> Index:
     """The library's front door for one command (see :class:`~semsearch.index.Index`)."""
     # numpy, the store and the model code load here, not for --help, list or config
+    cap_malloc_arenas()
     from semsearch.index import Index
 
     return Index(settings, one_shot=one_shot)
@@ -777,6 +778,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     """``mcp``: serve the index over stdio until stdin closes."""
     from semsearch.mcp.server import serve  # the MCP SDK loads only for this command
 
+    cap_malloc_arenas()
     if sys.stdin.isatty():  # a person, not a client, started it
         print(MCP_ON_A_TERMINAL, file=sys.stderr, flush=True)
     serve(args.index, warned=settings.warnings)
@@ -787,6 +789,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """``serve``: the MCP tools over HTTP until interrupted, or idle for ``--idle-exit``."""
     from semsearch.mcp.http import is_loopback, serve  # the MCP SDK loads only for this command
 
+    cap_malloc_arenas()
     if not is_loopback(args.host):
         print(
             f"semsearch: warning: listening on {args.host}, not only on this machine: anyone "

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import logging
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -537,15 +538,28 @@ class Index:
         try:
             return read_lines(self._locator(), path, start_line, end_line, is_capped=is_capped)
         except PathRefusedError:
-            away = self._not_here(path)
+            away = self._unconfigured(path)
             if away is None:
                 raise
+            if away.path.is_dir():
+                raise PathRefusedError(
+                    f"Refused: {path} is in the folder {away.name} ({away.path}), which is "
+                    "indexed but not configured, and only the files of configured folders can "
+                    f"be read: `semsearch add {shlex.quote(str(away.path))}` allows it."
+                ) from None
             raise PathRefusedError(
                 f"{path} is in the folder {away.name} ({away.path}) of the index "
                 f"{self.settings.store_path}, and that folder is not on this machine: its files "
                 "cannot be read here. Search results carry the indexed text; to read whole "
                 "files, check the folder out here and `semsearch add` it."
             ) from None
+
+    def _unconfigured(self, path: str) -> FolderInfo | None:
+        """The indexed folder holding ``path`` that is not configured, if there is one."""
+        for info in self.folders():
+            if not info.is_configured and is_inside(os.path.abspath(path), info.path):
+                return info
+        return None
 
     def _not_here(self, path: str | None = None) -> FolderInfo | None:
         """The indexed, unconfigured folder holding ``path`` (any, when None) that is not on

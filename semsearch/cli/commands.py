@@ -377,8 +377,8 @@ def _escape_unencodable(stream: TextIO) -> None:
 
 def _index(settings: Settings, one_shot: bool = False) -> Index:
     """The library's front door for one command (see :class:`~semsearch.index.Index`)."""
-    # numpy, the store and the model code load here, not for --help, list or config
     cap_malloc_arenas()
+    # numpy, the store and the model code load here, not for --help, list or config
     from semsearch.index import Index
 
     return Index(settings, one_shot=one_shot)

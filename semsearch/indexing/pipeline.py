@@ -23,7 +23,7 @@ import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +43,9 @@ from semsearch.text.lexical import name_text
 
 FLUSH_CHUNKS = 256  # chunks per first-pass write
 EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
+# A code file longer than this many characters is chunked without overlap (0: never). Issue 38
+# item 5, measured in bench/RESULTS.md.
+LARGE_FILE_CHARS = 0
 
 Action = Literal[
     "indexed", "unchanged", "touched", "skipped", "error", "deleted", "embedding", "embedded"
@@ -392,6 +395,8 @@ class Indexer:
         a document (``rel``: ``filetype.is_prose``) is chunked with ``document_chunking``."""
         settings = self._settings.document_chunking if is_prose(rel) else self._settings.chunking
         text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
+        if LARGE_FILE_CHARS and not is_prose(rel) and len(text) > LARGE_FILE_CHARS:
+            settings = replace(settings, overlap_tokens=0)
         if not extracted.pages:
             bounds = [0, len(text)]
         records: list[ChunkRecord] = []

@@ -20,6 +20,7 @@ import pytest
 from semsearch.config import Settings
 from semsearch.errors import LockedError, ModelMismatchError, UsageError
 from semsearch.index import Index
+from semsearch.indexing import pipeline
 from semsearch.indexing.pipeline import EMBED_BATCH, FileEvent
 from semsearch.model.embedder import FloatMatrix, HashEmbedder
 from semsearch.store import open_store
@@ -721,6 +722,21 @@ def test_documents_are_chunked_with_less_overlap_than_code(index: Index, tmp_pat
         assert max(shared) == overlap // 10, (rel, shared)
     assert settings.document_chunking.overlap_tokens == 20
     assert settings.chunking.overlap_tokens == 35
+
+
+def test_the_large_file_knob_drops_the_overlap_of_large_code_files_only(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "LARGE_FILE_CHARS", 10_000)  # bench/tune.py's knob (0: off)
+    lines = "\n".join(f"line {n} of the text says something about item {n}" for n in range(400))
+    small = "\n".join(lines.splitlines()[:150])  # ~7,500 characters
+    root = write_tree(tmp_path / "proj", {"big.py": lines, "small.py": small, "notes.md": lines})
+    index.update([root])
+    rows = all_chunks(index)
+    for rel, overlap_lines in (("big.py", 0), ("small.py", 3), ("notes.md", 2)):
+        chunks = sorted((r for r in rows if r.rel == rel), key=lambda r: r.start_line)
+        shared = [a.end_line - b.start_line + 1 for a, b in itertools.pairwise(chunks)]
+        assert len(chunks) > 2 and max(shared) == overlap_lines, (rel, shared)
 
 
 def test_documents_and_code_have_their_own_chunk_size(settings: Settings, tmp_path: Path) -> None:

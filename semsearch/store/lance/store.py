@@ -378,8 +378,13 @@ class LanceStore(VectorColumns, PathVectors):
 
     def _check_latest(self) -> None:
         """On object storage, look for a new version of the index at most once every
-        ``READ_CHECK`` seconds, so once per query: one request for the meta table, which every
-        index run writes last (``maintain``); the other tables move on only when it did."""
+        ``READ_CHECK`` seconds: one request for the meta table, which every index run writes
+        last (``maintain``); the other tables move on only when it did.
+
+        Called where a reader's operation starts (``model``, ``file_refs``, ``folders``,
+        ``generation``), never in the middle of one: a search reads one version throughout,
+        and a cold one that outlasts the interval (loading the model) does not look twice.
+        """
         if not self._is_remote or time.monotonic() - self._checked < READ_CHECK:
             return
         self._checked = time.monotonic()
@@ -407,7 +412,6 @@ class LanceStore(VectorColumns, PathVectors):
     # -- small tables --------------------------------------------------------------------
 
     def _meta_values(self) -> dict[str, str]:
-        self._check_latest()
         version = self._meta.version
         if self._meta_cache[0] != version:
             rows = self._meta.to_arrow().to_pylist()
@@ -427,11 +431,9 @@ class LanceStore(VectorColumns, PathVectors):
         ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
 
     def _file_rows(self) -> dict[int, dict[str, Any]]:
-        self._check_latest()
         return self._file_cache.rows()
 
     def _folder_rows(self) -> dict[int, dict[str, Any]]:
-        self._check_latest()
         return self._folder_cache.rows()
 
     def _chunk_table(self) -> Any:
@@ -502,6 +504,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""
+        self._check_latest()
         values = self._meta_values()
         model_id, dim = values.get("model_id"), values.get("dim")
         return None if model_id is None or dim is None else (model_id, int(dim))
@@ -548,6 +551,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def folders(self) -> list[Folder]:
         """Every folder in the index with file, chunk and pending-chunk counts."""
+        self._check_latest()
         pending = self._chunks_per_file(PENDING) if self.has_flags() else {}
         records = folder_records(
             self._folder_rows(), self._file_rows(), self._chunks_per_file(), pending
@@ -576,6 +580,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def file_refs(self) -> dict[int, FileRef]:
         """File id → reference for every file that has chunks; rebuilt when a table changed."""
+        self._check_latest()
         files, folders = self._file_rows(), self._folder_rows()
         if self._refs[0] is not files or self._refs[1] is not folders:  # a table was re-read
             refs = {

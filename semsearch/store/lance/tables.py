@@ -309,6 +309,7 @@ class ChunkSnapshot:
 
     def __init__(self, version: int, table: pa.Table) -> None:
         self.version = version
+        table = table.combine_chunks()  # one chunk a column (as read from a copy: no copy)
         self._table = table
         self._ids: IdArray = table["id"].to_numpy()
         self._has_vector = table["has_vector"].to_numpy(zero_copy_only=False)

@@ -640,7 +640,9 @@ def test_a_warm_search_looks_for_a_new_version_once(
     before = len(log.requests)
     index.search("otters holding paws")
     warm = log.since(before)
+    within = index.search("otter river paws payment", glob="docs/*", mode="bm25")
     index.close()
+    assert [hit.rel for hit in within] == ["docs/otters.md"]
     assert cold_requests <= 40
     assert cached_requests <= 30, cached_requests
     assert len(warm) <= 5, warm

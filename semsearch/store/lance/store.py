@@ -789,6 +789,8 @@ class LanceStore(VectorColumns, PathVectors):
             snapshot = self._snapshot()
             if snapshot is not None:  # the index answers with row ids, the snapshot has the rest
                 where = None if file_ids is None else snapshot.row_ids_of_files(file_ids)
+                if where is not None and not len(where):  # those files have no chunk
+                    return []
                 if where is None or len(where) <= MAX_ROW_FILTER:
                     if where is not None:
                         search = search.where(f"_rowid IN ({ids_sql(where)})", prefilter=True)

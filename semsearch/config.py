@@ -73,11 +73,14 @@ class RemoteLocation(NamedTuple):
     and the storage options LanceDB gets (endpoint, region, credentials).
 
     Printed, it is its URI; its ``repr`` leaves the options out, so that no secret reaches a
-    message or a log.
+    message or a log. ``cache`` is where readers keep copies of what they read whole
+    (:mod:`semsearch.store.lance.cache`), None for none; it is no part of the location's
+    identity.
     """
 
     uri: str
     options: tuple[tuple[str, str], ...] = ()
+    cache: Path | None = None  # where a reader keeps local copies (SS_REMOTE_CACHE)
 
     def __str__(self) -> str:
         return self.uri
@@ -502,7 +505,20 @@ def remote_location(
                 from_env[option] = env[variable]
         options.update(from_env)
     clean = "/".join([f"{scheme.lower()}://{bucket}", *parts])
-    return RemoteLocation(clean, tuple(sorted(options.items())))
+    return RemoteLocation(clean, tuple(sorted(options.items())), remote_cache_dir(env))
+
+
+def remote_cache_dir(env: Mapping[str, str]) -> Path | None:
+    """Where readers of an index on object storage keep copies of what they read whole:
+    ``$SS_REMOTE_CACHE``, else ``$XDG_CACHE_HOME/semsearch/remote`` (``~/.cache/...``); None
+    when ``SS_REMOTE_CACHE`` is ``0`` or ``off``."""
+    chosen = env.get("SS_REMOTE_CACHE", "")
+    if chosen.lower() in ("0", "off"):
+        return None
+    if chosen:
+        return Path(os.path.expanduser(chosen))
+    cache = env.get("XDG_CACHE_HOME") or str(_home(env) / ".cache")
+    return Path(cache) / "semsearch" / "remote"
 
 
 def _check_remote(location: RemoteLocation, backend: str | None) -> None:

@@ -618,6 +618,9 @@ def test_two_writers_started_together_leave_a_consistent_index(
 def test_a_warm_search_looks_for_a_new_version_once(
     tmp_path: Path, bucket: str, moto: tuple[str, RequestLog]
 ) -> None:
+    """Request counts: a cold CLI search (a new process), the same in a new process whose
+    copies of the tables are on disk, a warm search with nothing changed (the version check
+    alone). The copies hold index content only, never a credential."""
     endpoint, log = moto
     uri = f"s3://{bucket}/team"
     project = write_tree(tmp_path / "p", PROJECT)
@@ -626,12 +629,83 @@ def test_a_warm_search_looks_for_a_new_version_once(
     cold = elsewhere(tmp_path, endpoint, "--index", uri, "search", "retry card payment")
     assert cold.returncode == 0, cold.stderr
     cold_requests = len(log.since(before))
+    before = len(log.requests)
+    again = elsewhere(tmp_path, endpoint, "--index", uri, "search", "retry card payment")
+    assert again.returncode == 0, again.stderr
+    cached_requests = len(log.since(before))
+    assert again.stdout == cold.stdout
     index = Index(load_settings(os.environ, uri))
     index.search("retry card payment")
     time.sleep(1.1)  # past the interval: the next search looks for a new version
     before = len(log.requests)
     index.search("otters holding paws")
     warm = log.since(before)
+    within = index.search("otter river paws payment", glob="docs/*", mode="bm25")
     index.close()
+    assert [hit.rel for hit in within] == ["docs/otters.md"]
     assert cold_requests <= 40
+    assert cached_requests <= 30, cached_requests
     assert len(warm) <= 5, warm
+    assert len(warm) == 1, warm  # the meta table's versions, listed
+    remote = tmp_path / "reader-home" / ".cache" / "semsearch" / "remote"
+    copies = [p for p in remote.rglob("*") if p.is_file()]
+    assert sorted(p.name.split("@")[0] for p in copies) == ["chunks", "files", "folders", "paths"]
+    for path in copies:
+        held = path.read_bytes()
+        assert SECRET.encode() not in held and KEY_ID.encode() not in held
+        assert SECRET not in str(path) and KEY_ID not in str(path)
+
+
+def test_a_reader_sees_what_another_process_published_after_its_copies(
+    tmp_path: Path, bucket: str, moto: tuple[str, RequestLog]
+) -> None:
+    """A running reader, and a new process with copies of the old version on disk, both
+    search the version another process published since."""
+    endpoint, _ = moto
+    uri = f"s3://{bucket}/team"
+    project = write_tree(tmp_path / "p", PROJECT)
+    assert main(["--index", uri, "index", str(project)]) == 0
+    first = elsewhere(tmp_path, endpoint, "--index", uri, "search", "otter river", "--json")
+    assert "holding paws" in json.loads(first.stdout)["results"][0]["text"]
+    reader = Index(load_settings(os.environ, uri))
+    assert "holding paws" in reader.search("otter river", k=1)[0].text
+    (project / "docs/otters.md").write_text("# Otters\n\nThe otter naps on a kelp raft.\n")
+    run = writer(tmp_path, endpoint, uri, project)
+    assert run.wait(timeout=300) == 0, (tmp_path / "p.err").read_text()
+    time.sleep(1.1)  # past the interval: the reader looks for a new version
+    hits = reader.search("otter kelp raft")
+    reader.close()
+    assert "kelp raft" in hits[0].text
+    assert not [hit for hit in hits if "holding paws" in hit.text]
+    later = elsewhere(tmp_path, endpoint, "--index", uri, "search", "otter kelp raft", "--json")
+    found = json.loads(later.stdout)["results"]
+    assert "kelp raft" in found[0]["text"]
+    assert not [hit for hit in found if "holding paws" in hit["text"]]
+    remote = tmp_path / "reader-home" / ".cache" / "semsearch" / "remote"
+    chunks = list(remote.rglob("chunks@*.arrow"))
+    assert len(chunks) == 1  # the copy of the old version went when the new one was made
+
+
+def test_a_cache_folder_that_cannot_be_written_only_costs_requests(
+    tmp_path: Path, bucket: str, moto: tuple[str, RequestLog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only home (here: the cache folder's parent is a file) searches as before,
+    silently, every process reading the tables again."""
+    _, log = moto
+    uri = f"s3://{bucket}/team"
+    project = write_tree(tmp_path / "p", PROJECT)
+    assert main(["--index", uri, "index", str(project)]) == 0
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, not a folder\n")
+    monkeypatch.setenv("SS_REMOTE_CACHE", str(blocked / "remote"))
+    counts, found = [], []
+    for _ in range(2):
+        before = len(log.requests)
+        index = Index(load_settings(os.environ, uri))
+        found.append([(hit.rel, hit.start_line) for hit in index.search("retry card payment")])
+        index.close()
+        counts.append(len(log.since(before)))
+    assert found[0] == found[1] and found[0][0] == ("payments/retry.py", 1)
+    assert counts[1] >= counts[0] - 2  # nothing kept: the second reads the same again
+    assert blocked.read_text() == "a file, not a folder\n"
+    assert not (tmp_path / "home" / ".cache").exists()

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.store.base import FloatArray
+from semsearch.store.lance.cache import ReadCache
 from semsearch.store.lance.tables import ids_sql, retry
 
 PATHS = pa.schema([("file_id", pa.int64()), ("vector", pa.list_(pa.float32()))])
@@ -52,6 +53,11 @@ class PathVectors:
 
     def _open_if_there(self, name: str) -> Any:
         raise NotImplementedError
+
+    def _path_cache_of(self) -> ReadCache | None:
+        """Where to keep the whole table, read once per version, when the store reads it whole
+        (an index on object storage); None to look up the files a search asks for."""
+        return None
 
     @property
     def _is_remote(self) -> bool:
@@ -150,7 +156,16 @@ class PathVectors:
             return {}
         version = table.version  # read first: rows read after are at least this new
         cache = self._path_cache
-        known = cache[1] if cache is not None and cache[0] == version else {}
+        known = cache[1] if cache is not None and cache[0] == version else None
+        whole = self._path_cache_of()
+        if whole is not None:
+            if known is None:
+                query = table.search().select(["file_id", "vector"]).limit(None)
+                found = whole.read("paths", str(version), lambda: retry(query.to_arrow))
+                known = dict(_vectors_by_file(found))
+                self._path_cache = (version, known)
+            return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
+        known = {} if known is None else known
         missing = [i for i in dict.fromkeys(int(i) for i in file_ids) if i not in known]
         if missing:
             found = _read_path_vectors(table, missing)
@@ -175,7 +190,11 @@ def _read_path_vectors(table: Any, file_ids: list[int]) -> dict[int, FloatArray]
     """file id → stored path vector of those of ``file_ids`` that have one (a zero row, stored
     for a document, is none)."""
     query = table.search().where(f"file_id IN ({ids_sql(file_ids)})").select(["file_id", "vector"])
-    found = retry(query.limit(None).to_arrow)
+    return _vectors_by_file(retry(query.limit(None).to_arrow))
+
+
+def _vectors_by_file(found: pa.Table) -> dict[int, FloatArray]:
+    """file id → path vector of rows (file_id, vector) of the paths table, zero rows left out."""
     if not found.num_rows:
         return {}
     flat = np.asarray(found["vector"].combine_chunks().flatten().to_numpy(), dtype=np.float32)

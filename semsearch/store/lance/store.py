@@ -9,7 +9,9 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
                           copies ("0" when the last run found no two chunks of one text),
                           folder_commit.ID (the git commit folder ID's last complete run read,
                           when a checkout), written (on object storage: the time of the last
-                          commit of the last run, which remote readers look for)
+                          commit of the last run, which remote readers look for),
+                          index_id (random, made by the first writer: names the copies readers
+                          keep on local disk, see ``lance.cache``)
     folders(id, path, name, last_indexed)
     files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
                           rel: a byte of it that is not UTF-8 is a NUL and two hex digits
@@ -50,10 +52,13 @@ them), as is a table LanceDB cannot open or read (``lance_problem``): every meth
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
+import threading
 import time
+import uuid
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -96,6 +101,7 @@ try:  # the sibling modules import lancedb and pyarrow too
     import pyarrow.compute as pc
     from lancedb.index import FTS, BTree, HnswSq
 
+    from semsearch.store.lance.cache import ReadCache
     from semsearch.store.lance.paths import PathVectors, moved_path_ids
     from semsearch.store.lance.query import ann_nearest, full_text
     from semsearch.store.lance.tables import (
@@ -103,6 +109,9 @@ try:  # the sibling modules import lancedb and pyarrow too
         FOLDERS,
         META,
         PENDING,
+        PLACE_COLUMNS,
+        SNAPSHOT_COLUMNS,
+        ChunkSnapshot,
         TableRows,
         VectorColumns,
         add_hash_columns,
@@ -117,6 +126,7 @@ try:  # the sibling modules import lancedb and pyarrow too
         known_vectors,
         retagged,
         retry,
+        snapshot_table,
     )
 except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
     raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
@@ -126,6 +136,9 @@ BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with t
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
+# A lexical query within files names their rows, when a snapshot has them (``lexical``): up to
+# this many, a filter LanceDB answers from its full-text index alone.
+MAX_ROW_FILTER = 20_000
 READ_CHECK = 1.0  # seconds between a remote reader's looks for a new version
 # Columns of the chunks table looked up by value: a chunk by id, the copies of a text (and the
 # stored vector of a text) by text_hash; a B-tree finds 5 hashes among 1M rows in ~10 ms, a scan
@@ -250,6 +263,8 @@ class LanceStore(VectorColumns, PathVectors):
     _names: set[str] | None = None
     _absent: set[str]  # on object storage: tables found missing since the last sync
     _checked = 0.0  # time.monotonic() of the last look for a new version (object storage)
+    _is_writer = False  # once ``sync`` was called: reads go to the tables themselves
+    _warmed = -1  # the chunks table's version whose full-text indexes LanceDB holds in memory
 
     def __init__(self, path: Location, *, create: bool = False) -> None:
         self.path = path
@@ -287,8 +302,14 @@ class LanceStore(VectorColumns, PathVectors):
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
         self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
-        self._file_cache = TableRows(self._files, has_rel=True)
-        self._folder_cache = TableRows(self._folders)
+        self._read_cache = ReadCache(path) if isinstance(path, RemoteLocation) else None
+        cache = self._read_cache
+        self._file_cache = TableRows(self._files, True, None if cache is None else (cache, "files"))
+        self._folder_cache = TableRows(
+            self._folders, False, None if cache is None else (cache, "folders")
+        )
+        self._snap: ChunkSnapshot | None = None
+        self._snap_lock = threading.Lock()
         self._ann: tuple[int, bool] = (-1, False)
         self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
         self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
@@ -331,7 +352,17 @@ class LanceStore(VectorColumns, PathVectors):
     def sync(self) -> None:
         """See every commit made so far, by any process (a writer calls it once it holds the
         lock). A local index always does; on object storage the tables stay at the versions
-        read last until this, or a reader's check (``_check_latest``), moves them on."""
+        read last until this, or a reader's check (``_check_latest``), moves them on.
+
+        From then on the store reads as a writer: never through the snapshot and the local
+        copies (``_snapshot``), which would read every chunk for a count.
+        """
+        self._is_writer = True
+        self._snap = None
+        self._move_on()
+
+    def _move_on(self) -> None:
+        """Move every table on to its latest version (object storage)."""
         if not self._is_remote:
             return
         self._checked = time.monotonic()
@@ -347,15 +378,20 @@ class LanceStore(VectorColumns, PathVectors):
 
     def _check_latest(self) -> None:
         """On object storage, look for a new version of the index at most once every
-        ``READ_CHECK`` seconds, so once per query: one request for the meta table, which every
-        index run writes last (``maintain``); the other tables move on only when it did."""
+        ``READ_CHECK`` seconds: one request for the meta table, which every index run writes
+        last (``maintain``); the other tables move on only when it did.
+
+        Called where a reader's operation starts (``model``, ``file_refs``, ``folders``,
+        ``generation``), never in the middle of one: a search reads one version throughout,
+        and a cold one that outlasts the interval (loading the model) does not look twice.
+        """
         if not self._is_remote or time.monotonic() - self._checked < READ_CHECK:
             return
         self._checked = time.monotonic()
         before = self._meta.version
         self._meta.checkout_latest()
         if self._meta.version != before:
-            self.sync()
+            self._move_on()
 
     def _check_version(self, create: bool) -> None:
         version = self.meta("schema_version")
@@ -376,11 +412,12 @@ class LanceStore(VectorColumns, PathVectors):
     # -- small tables --------------------------------------------------------------------
 
     def _meta_values(self) -> dict[str, str]:
-        self._check_latest()
         version = self._meta.version
         if self._meta_cache[0] != version:
             rows = self._meta.to_arrow().to_pylist()
             self._meta_cache = (version, {row["key"]: row["value"] for row in rows})
+            if self._read_cache is not None:
+                self._read_cache.use_index(self._meta_cache[1].get("index_id"))
         return self._meta_cache[1]
 
     def meta(self, key: str) -> str | None:
@@ -394,11 +431,9 @@ class LanceStore(VectorColumns, PathVectors):
         ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
 
     def _file_rows(self) -> dict[int, dict[str, Any]]:
-        self._check_latest()
         return self._file_cache.rows()
 
     def _folder_rows(self) -> dict[int, dict[str, Any]]:
-        self._check_latest()
         return self._folder_cache.rows()
 
     def _chunk_table(self) -> Any:
@@ -407,6 +442,36 @@ class LanceStore(VectorColumns, PathVectors):
             if self._chunks is None and self._is_remote:  # not asked again until sync
                 self._absent.add("chunks")
         return self._chunks
+
+    def _snapshot(self) -> ChunkSnapshot | None:
+        """On object storage below the ANN threshold, every chunk of the chunks table's
+        version (``ChunkSnapshot``): read whole once, kept on local disk for the next process;
+        None elsewhere (a local table is read where it lies; above the threshold no reader
+        reads every vector)."""
+        if self._read_cache is None or self._is_writer:
+            return None
+        chunks = self._chunk_table()
+        if chunks is None or not self.has_flags() or self.has_ann():
+            return None
+        with self._snap_lock:
+            version = int(chunks.version)
+            if self._snap is None or self._snap.version != version:
+                epoch = self.meta("chunks_epoch") or "0"
+
+                def load() -> pa.Table:
+                    query = chunks.search().select(list(SNAPSHOT_COLUMNS)).with_row_id(True)
+                    return snapshot_table(retry(query.limit(None).to_arrow))
+
+                table = self._read_cache.read("chunks", f"{epoch}.{version}", load)
+                self._snap = ChunkSnapshot(version, table)
+            return self._snap
+
+    def _path_cache_of(self) -> ReadCache | None:
+        """Where the whole paths table is kept: as the chunks (``_snapshot``), on object
+        storage below the ANN threshold."""
+        if self._read_cache is None or self._is_writer or self.has_ann():
+            return None
+        return self._read_cache
 
     def _allocate(self, name: str, count: int) -> int:
         """The first of ``count`` fresh ids for ``files`` or ``chunks``; ids are never reused.
@@ -439,6 +504,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""
+        self._check_latest()
         values = self._meta_values()
         model_id, dim = values.get("model_id"), values.get("dim")
         return None if model_id is None or dim is None else (model_id, int(dim))
@@ -485,6 +551,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def folders(self) -> list[Folder]:
         """Every folder in the index with file, chunk and pending-chunk counts."""
+        self._check_latest()
         pending = self._chunks_per_file(PENDING) if self.has_flags() else {}
         records = folder_records(
             self._folder_rows(), self._file_rows(), self._chunks_per_file(), pending
@@ -513,6 +580,7 @@ class LanceStore(VectorColumns, PathVectors):
 
     def file_refs(self) -> dict[int, FileRef]:
         """File id → reference for every file that has chunks; rebuilt when a table changed."""
+        self._check_latest()
         files, folders = self._file_rows(), self._folder_rows()
         if self._refs[0] is not files or self._refs[1] is not folders:  # a table was re-read
             refs = {
@@ -714,15 +782,42 @@ class LanceStore(VectorColumns, PathVectors):
         expression = full_text(query)
         if chunks is None or expression is None:
             return []
+        self._warm_full_text(chunks)
 
         def run() -> list[int]:
-            search = chunks.search(expression, query_type="fts").select(["id", "_score"])
-            search = search.limit(limit)
+            search = chunks.search(expression, query_type="fts").limit(limit)
+            snapshot = self._snapshot()
+            if snapshot is not None:  # the index answers with row ids, the snapshot has the rest
+                where = None if file_ids is None else snapshot.row_ids_of_files(file_ids)
+                if where is not None and not len(where):  # those files have no chunk
+                    return []
+                if where is None or len(where) <= MAX_ROW_FILTER:
+                    if where is not None:
+                        search = search.where(f"_rowid IN ({ids_sql(where)})", prefilter=True)
+                    found = search.select(["_rowid", "_score"]).to_arrow()["_rowid"]
+                    return snapshot.ids_of_rows(found.to_numpy().astype(np.int64))
+            search = search.select(["id", "_score"])
             if file_ids is not None:
                 search = search.where(f"file_id IN ({ids_sql(file_ids)})", prefilter=True)
             return [int(i) for i in search.to_arrow()["id"].to_numpy()]
 
         return retry(run)
+
+    def _warm_full_text(self, chunks: Any) -> None:
+        """On object storage, have LanceDB read the full-text indexes whole, once per version
+        of the chunks table (a version whose indexes did not change costs nothing more).
+
+        A query on a cold index reads them piecemeal, the same posting-list page again for
+        each word and column: on the requests sdist, 42 requests for one query, against 20
+        to load all three and then 1 (the ``id`` column of the hits) per query.
+        """
+        if not self._is_remote or self._warmed == chunks.version:
+            return
+        for column in COLUMN_WEIGHTS:
+            # no such index, or a failed request: the query itself says so
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                chunks.prewarm_index(f"{column}_idx")
+        self._warmed = chunks.version
 
     def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
         """Chunk id → file id: from the vectors in memory below the ANN threshold."""
@@ -738,6 +833,9 @@ class LanceStore(VectorColumns, PathVectors):
         columns = ["id", "file_id", "start_line", "end_line", "page", "text"]
 
         def run() -> list[dict[str, Any]]:
+            snapshot = self._snapshot()
+            if snapshot is not None:
+                return snapshot.rows(ids, columns)
             search = chunks.search().where(f"id IN ({ids_sql(ids)})").select(columns)
             rows: list[dict[str, Any]] = search.limit(len(ids)).to_arrow().to_pylist()
             return rows
@@ -750,30 +848,35 @@ class LanceStore(VectorColumns, PathVectors):
     def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
         """The places of chunks by id, in the order asked ([] in a chunks table of schema 1,
         which has no text hashes)."""
-        by_id = {
-            place.id: place for place in self._places(f"id IN ({ids_sql(ids)})" if ids else "")
-        }
+        snapshot = self._snapshot() if ids else None
+        if snapshot is not None:
+            rows = snapshot.rows(ids, PLACE_COLUMNS)
+        else:
+            rows = self._places(f"id IN ({ids_sql(ids)})" if ids else "")
+        by_id = {place.id: place for place in _places(rows)}
         return [by_id[i] for i in ids if i in by_id]
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
-        where = f"text_hash IN ({hashes_sql(hashes)})" if hashes else ""
-        return sorted(self._places(where), key=lambda place: place.id)
+        snapshot = self._snapshot() if hashes else None
+        if snapshot is not None:
+            rows = snapshot.with_hashes(hashes, PLACE_COLUMNS)
+        else:
+            rows = self._places(f"text_hash IN ({hashes_sql(hashes)})" if hashes else "")
+        return sorted(_places(rows), key=lambda place: place.id)
 
-    def _places(self, where: str) -> list[ChunkPlace]:
-        """The places of the chunks ``where`` selects (none for an empty condition)."""
+    def _places(self, where: str) -> list[dict[str, Any]]:
+        """The place columns of the chunks ``where`` selects (none for an empty condition)."""
         chunks = self._chunk_table()
         if not where or chunks is None or not self.has_flags():
             return []
-        columns = ["id", "file_id", "text_hash", "start_line", "end_line", "page"]
 
         def run() -> list[dict[str, Any]]:
-            rows: list[dict[str, Any]] = (
-                chunks.search().where(where).select(columns).limit(None).to_arrow().to_pylist()
-            )
+            query = chunks.search().where(where).select(list(PLACE_COLUMNS)).limit(None)
+            rows: list[dict[str, Any]] = query.to_arrow().to_pylist()
             return rows
 
-        return [ChunkPlace(*(row[c] for c in columns)) for row in retry(run)]
+        return retry(run)
 
     def maintain(self) -> None:
         """Repair, index, compact: run after every index run and folder removal."""
@@ -799,7 +902,10 @@ class LanceStore(VectorColumns, PathVectors):
                 if table is not None:
                     table.optimize(cleanup_older_than=kept)
             if self._is_remote:  # the last commit of a run: what remote readers look for
-                self._put_meta({"written": f"{time.time():.3f}"})
+                values = {"written": f"{time.time():.3f}"}
+                if self.meta("index_id") is None:  # names the copies readers keep (lance.cache)
+                    values["index_id"] = uuid.uuid4().hex
+                self._put_meta(values)
             self._meta.optimize(cleanup_older_than=kept)
 
     def has_copies(self) -> bool:
@@ -872,6 +978,11 @@ class LanceStore(VectorColumns, PathVectors):
     def close(self) -> None:
         """Forget the table handles (LanceDB holds no file open between calls)."""
         self._chunks = None
+
+
+def _places(rows: Iterable[dict[str, Any]]) -> list[ChunkPlace]:
+    """Rows of ``PLACE_COLUMNS`` as places."""
+    return [ChunkPlace(*(row[c] for c in PLACE_COLUMNS)) for row in rows]
 
 
 def _retag(chunk_table: Any, files: dict[int, dict[str, Any]]) -> None:

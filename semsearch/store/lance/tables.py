@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from semsearch.store.base import (
     ChunkRow,
@@ -21,6 +22,7 @@ from semsearch.store.base import (
     stored_rel,
     text_hash,
 )
+from semsearch.store.lance.cache import ReadCache
 from semsearch.text.lexical import chunk_terms, definitions
 
 T = TypeVar("T")
@@ -76,11 +78,15 @@ def chunk_schema(dim: int) -> pa.Schema:
 class TableRows:
     """A small table's rows by id, read again only when the table has a new version; with
     ``has_rel`` (the files table) each row's ``rel`` is as the listing gives it
-    (:func:`~semsearch.store.base.listed_rel`)."""
+    (:func:`~semsearch.store.base.listed_rel`). With a ``cache`` (an index on object storage)
+    a version read once is read from local disk by the next process."""
 
-    def __init__(self, table: Any, has_rel: bool = False) -> None:
+    def __init__(
+        self, table: Any, has_rel: bool = False, cache: tuple[ReadCache, str] | None = None
+    ) -> None:
         self._table = table
         self._has_rel = has_rel
+        self._cache = cache
         self._version = -1
         self._rows: dict[int, dict[str, Any]] = {}
 
@@ -88,7 +94,11 @@ class TableRows:
         """id → row; the same dict until the table changes."""
         version = self._table.version
         if version != self._version:
-            rows = self._table.to_arrow().to_pylist()
+            if self._cache is None:
+                rows = self._table.to_arrow().to_pylist()
+            else:
+                cache, name = self._cache
+                rows = cache.read(name, str(version), self._table.to_arrow).to_pylist()
             if self._has_rel:
                 rows = [{**row, "rel": listed_rel(row["rel"])} for row in rows]
             self._rows = {row["id"]: row for row in rows}
@@ -267,6 +277,113 @@ def add_hash_columns(chunks: Any) -> None:
         chunks.merge_insert("id").when_matched_update_all().execute(update)
 
 
+# What a reader below the ANN threshold reads of every chunk (ChunkSnapshot), and the columns of
+# a chunk's place.
+SNAPSHOT_COLUMNS = (
+    "id",
+    "file_id",
+    "start_line",
+    "end_line",
+    "page",
+    "text",
+    "text_hash",
+    "has_vector",
+    "vector",
+)
+PLACE_COLUMNS = ("id", "file_id", "text_hash", "start_line", "end_line", "page")
+
+
+def snapshot_table(table: pa.Table) -> pa.Table:
+    """Chunk rows (``SNAPSHOT_COLUMNS``) as :class:`ChunkSnapshot` keeps them: by id, one chunk
+    per column."""
+    return table.sort_by("id").combine_chunks()
+
+
+class ChunkSnapshot:
+    """Every chunk of one version of the chunks table (``snapshot_table``), in memory.
+
+    A reader of an index on object storage below the ANN threshold reads all the vectors
+    anyway (the exact vector arm); with the rest of each row read in the same pass, the hits'
+    rows, their places and their copies are looked up here instead of a request or two each.
+    """
+
+    def __init__(self, version: int, table: pa.Table) -> None:
+        self.version = version
+        table = table.combine_chunks()  # one chunk a column (as read from a copy: no copy)
+        self._table = table
+        self._ids: IdArray = table["id"].to_numpy()
+        self._has_vector = table["has_vector"].to_numpy(zero_copy_only=False)
+        self._row_ids = table["_rowid"].to_numpy().astype(np.int64)  # LanceDB's, of the version
+        self._by_row = np.argsort(self._row_ids, kind="stable")
+
+    def _at(self, ids: Sequence[int]) -> IdArray:
+        """The rows of ``ids`` that are here, in the order asked."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._ids, wanted), max(len(self._ids) - 1, 0))
+        if not len(self._ids):
+            return np.zeros(0, dtype=np.int64)
+        found: IdArray = at[self._ids[at] == wanted]
+        return found
+
+    def ids_of_rows(self, row_ids: Sequence[int]) -> list[int]:
+        """The chunk ids of LanceDB row ids of this version, in the order given (a row id not
+        here is left out)."""
+        wanted = np.asarray(row_ids, dtype=np.int64)
+        if not len(self._row_ids) or not len(wanted):
+            return []
+        at = np.searchsorted(self._row_ids, wanted, sorter=self._by_row)
+        at = np.minimum(at, len(self._row_ids) - 1)
+        rows = self._by_row[at]
+        found = self._row_ids[rows] == wanted
+        ids: list[int] = self._ids[rows[found]].tolist()
+        return ids
+
+    def row_ids_of_files(self, file_ids: Sequence[int]) -> IdArray:
+        """The LanceDB row ids of the chunks of these files."""
+        keep = np.isin(self._table["file_id"].to_numpy(), np.asarray(file_ids, dtype=np.int64))
+        row_ids: IdArray = self._row_ids[keep]
+        return row_ids
+
+    def rows(self, ids: Sequence[int], columns: Sequence[str]) -> list[dict[str, Any]]:
+        """The rows of ``ids`` that are here, ``columns`` only, in the order asked."""
+        rows: list[dict[str, Any]] = (
+            self._table.select(list(columns)).take(self._at(ids)).to_pylist()
+        )
+        return rows
+
+    def with_hashes(self, hashes: Iterable[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+        """The rows of every chunk whose text hash is one of ``hashes``, by id."""
+        wanted = pa.array(list(hashes), pa.string())
+        mask = pc.is_in(self._table["text_hash"], value_set=wanted)
+        rows: list[dict[str, Any]] = self._table.select(list(columns)).filter(mask).to_pylist()
+        return rows
+
+    def pending(self, file_ids: Sequence[int] | None) -> int:
+        """Chunks without a vector (of these files)."""
+        waiting = ~self._has_vector
+        if file_ids is not None:
+            files = self._table["file_id"].to_numpy()
+            waiting &= np.isin(files, np.asarray(file_ids, dtype=np.int64))
+        return int(waiting.sum())
+
+    def ids(self, with_vector: bool) -> IdArray:
+        """All chunk ids (of the chunks that have a vector), ascending."""
+        ids: IdArray = self._ids[self._has_vector] if with_vector else self._ids
+        return ids
+
+    def vectors(self, min_id: int, dim: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) of chunks with id > min_id that have a vector,
+        in id order; the matrix is read-only, a view of the table when it can be."""
+        keep = self._has_vector & (self._ids > min_id)
+        flat = self._table["vector"].chunk(0).flatten() if self._table.num_rows else None
+        values = np.zeros(0, np.float32) if flat is None else flat.to_numpy(zero_copy_only=False)
+        matrix: FloatArray = np.asarray(values, dtype=np.float32).reshape(-1, dim)
+        file_ids: IdArray = self._table["file_id"].to_numpy()
+        if keep.all():
+            return self._ids, file_ids, matrix
+        return self._ids[keep], file_ids[keep], np.ascontiguousarray(matrix[keep])
+
+
 class VectorColumns:
     """The chunks table's vector side, shared by :class:`~semsearch.store.lance.store.LanceStore`:
     what :class:`~semsearch.store.exact.ExactVectors` reads and the pending-vector methods.
@@ -277,6 +394,10 @@ class VectorColumns:
 
     def _chunk_table(self) -> Any:
         raise NotImplementedError
+
+    def _snapshot(self) -> ChunkSnapshot | None:
+        """Every chunk in memory, when the store keeps them so; None to read the table."""
+        return None
 
     def _file_rows(self) -> dict[int, dict[str, Any]]:
         raise NotImplementedError
@@ -299,6 +420,9 @@ class VectorColumns:
         return self._ids(HAS_VECTOR if self.has_flags() else None)
 
     def _ids(self, where: str | None) -> IdArray:
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            return snapshot.ids(with_vector=where is not None)
         chunks = self._chunk_table()
         if chunks is None:
             return np.zeros(0, dtype=np.int64)
@@ -313,6 +437,9 @@ class VectorColumns:
         in id order."""
         chunks = self._chunk_table()
         dim = int(self.meta("dim") or 0)
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            return snapshot.vectors(min_id, dim)
         if chunks is None:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         query = chunks.search().select(["id", "file_id", "vector"]).limit(None)
@@ -390,6 +517,12 @@ class VectorColumns:
         """Chunks still waiting for their vector (of ``folder_ids`` when given)."""
         if not self.has_flags():
             return 0
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            wanted = None if folder_ids is None else set(folder_ids)
+            files = self._file_rows().items()
+            mine = None if wanted is None else [i for i, r in files if r["folder_id"] in wanted]
+            return snapshot.pending(mine)
         if folder_ids is not None:
             return len(self._pending_ids(folder_ids))
         return int(self._chunk_table().count_rows(PENDING))

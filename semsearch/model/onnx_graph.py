@@ -50,13 +50,31 @@ def matmul_integer_model(columns: Int8Array, zero_point: int) -> bytes:
     return b"".join([_number(1, 8), opset, *_field_parts(7, graph)])
 
 
+def matmul_integer_input_model(dim: int, zero_point: int) -> bytes:
+    """One MatMulInteger node whose matrix is an input: ``sums = (q - zero_point) @ m`` (q: 2 x
+    dim u8, m: dim x n s8, any n). Nothing is packed at build time and the caller's array is
+    read in place, so a matrix held in blocks costs neither a build nor a second copy."""
+    node = _text(1, "q") + _text(1, "m") + _text(1, "zero") + _text(2, "sums")
+    node += _text(4, "MatMulInteger")
+    graph: Parts = [_field(1, [node]), _text(2, "scan")]
+    graph.append(_field(5, _tensor("zero", _UINT8, [], [bytes([zero_point])])))
+    graph.append(_field(11, [_value_info("q", _UINT8, [2, dim])]))
+    graph.append(_field(11, [_value_info("m", _INT8, [dim, "n"])]))
+    graph.append(_field(12, [_value_info("sums", _INT32, [2, "n"])]))
+    opset = _field(8, [_text(1, ""), _number(2, 13)])
+    return b"".join([_number(1, 8), opset, *_field_parts(7, graph)])
+
+
 def _tensor(name: str, kind: int, dims: list[int], raw: Parts) -> Parts:
     head = b"".join(_number(1, d) for d in dims) + _number(2, kind) + _text(8, name)
     return [head, *_field_parts(9, raw)]
 
 
-def _value_info(name: str, kind: int, dims: list[int]) -> bytes:
-    shape = b"".join(_field(1, [_number(1, d)]) for d in dims)
+def _value_info(name: str, kind: int, dims: list[int | str]) -> bytes:
+    # a dimension is a number (dim_value) or a name (dim_param: any size)
+    shape = b"".join(
+        _field(1, [_text(2, d) if isinstance(d, str) else _number(1, d)]) for d in dims
+    )
     return _text(1, name) + _field(2, [_field(1, [_number(1, kind), _field(2, [shape])])])
 
 

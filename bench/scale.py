@@ -1,0 +1,399 @@
+"""Scale bench: a tree of 100,000+ real files, and a vector arm of 1.4M chunks.
+
+Three arms, searches run in child processes so that peak RSS is the process's own:
+
+``text``: copies real repositories (the bench's code-search and wide repos) side by side into
+``--tree`` until it holds ``--files`` files (many checkouts of the same projects, as in a home
+folder), then runs the first pass (every file lexically searchable) with the code at
+``--code`` (default: this checkout; pass /work/main for today's), a re-index with nothing
+changed, and cold and warm BM25 searches. The second pass (the model) is left out: it would take
+hours here; its time is estimated from the distinct chunk texts (each embedded once) and
+``--embed-rate``.
+
+``vectors``: writes ``--chunks`` chunks whose vectors are real embeddings of a sample of chunk
+texts, each repeated with a small perturbation (there is no time to embed 1.4M chunks here), into
+a SQLite index, packs them (the code at ``--code`` permitting), and measures the vector arm and
+a hybrid search cold (a new process) and warm (a long-running one): latency and peak RSS.
+
+``hybrid``: the same vectors for every chunk of the text arm's index (the real one of its text
+where a quality index has it), packed, then vector and hybrid searches (not run yet: see
+bench/RESULTS.md).
+
+    PYTHONPATH=$PWD python bench/scale.py text --code /work/main --json /tmp/old.json
+    PYTHONPATH=$PWD python bench/scale.py vectors --old-code /work/main --json /tmp/vec.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import DEFAULT_WORK, REPO, machine, write_json
+
+SOURCES = (DEFAULT_WORK / "codesearch-repos", DEFAULT_WORK / "codebench-wide-repos")
+QUERIES = (
+    "parse the http request headers",
+    "retry a failed connection with backoff",
+    "validate the json schema of a model",
+    "read the configuration file",
+    "websocket client send message",
+    "thread pool executor shutdown",
+    "format a date as a string",
+    "escape html in a template",
+)
+
+# The child of the text arm: the first pass with the code on its PYTHONPATH, then the same
+# run again with nothing changed. ru_maxrss is this process's peak, in KiB.
+TEXT_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+import semsearch
+print(semsearch.__file__, file=sys.stderr)
+from semsearch.indexing.pipeline import Indexer, IndexerSettings
+from semsearch.model.embedder import HashEmbedder
+from semsearch.store.sqlite.store import SqliteStore
+tree, db = Path(sys.argv[1]), Path(sys.argv[2])
+store = SqliteStore(db, create=True)
+indexer = Indexer(store, HashEmbedder(), IndexerSettings())
+started = time.monotonic()
+report = indexer.index_folder(tree)
+first = time.monotonic() - started
+peak_first = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.monotonic()
+again = indexer.index_folder(tree)
+unchanged = time.monotonic() - started
+chunks = store.chunk_count()
+store.close()
+print(json.dumps({
+    "files": report.indexed, "skipped": report.skipped, "chunks": chunks,
+    "text_pass_s": round(first, 1), "unchanged_reindex_s": round(unchanged, 2),
+    "unchanged_files": again.unchanged, "peak_rss_text_pass_mib": round(peak_first / 1024),
+    "db_bytes": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")),
+}))
+"""
+
+# The child of a search: an Index on the bench's settings, each query once (cold: the first)
+# and then again (warm); --loops repeats the warm round.
+SEARCH_CHILD = """
+import json, resource, sys, time
+from semsearch.config import load_settings
+from semsearch.index import Index
+import os
+mode, queries = sys.argv[1], json.loads(sys.argv[2])
+started = time.monotonic()
+index = Index(load_settings(os.environ))
+index.search(queries[0], mode=mode)
+cold = time.monotonic() - started
+peak_cold = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+warm = []
+for query in queries[1:] * 3:
+    t = time.monotonic()
+    index.search(query, mode=mode)
+    warm.append(time.monotonic() - t)
+warm.sort()
+print(json.dumps({"mode": mode, "cold_s": round(cold, 3),
+    "warm_p50_ms": round(1000 * warm[len(warm) // 2], 1),
+    "peak_rss_cold_mib": round(peak_cold / 1024),
+    "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+"""
+
+
+def build_tree(tree: Path, files: int) -> int:
+    """Copy the source repositories into tree/c00, c01, ... until ``files`` files are there."""
+    repos = sorted(p for source in SOURCES if source.is_dir() for p in source.iterdir())
+    if not repos:
+        raise SystemExit(f"no repositories under {', '.join(map(str, SOURCES))}")
+    count = sum(1 for p in tree.rglob("*") if p.is_file()) if tree.is_dir() else 0
+    copy = len(list(tree.glob("c*"))) if tree.is_dir() else 0
+    while count < files:
+        target = tree / f"c{copy:02d}"
+        for repo in repos:
+            shutil.copytree(repo, target / repo.name, symlinks=True, dirs_exist_ok=True)
+        count = sum(1 for p in tree.rglob("*") if p.is_file())
+        copy += 1
+    return count
+
+
+def child_env(code: Path, work: Path) -> dict[str, str]:
+    """The bench's isolated SS_* settings, and the code under test first on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SS_")}
+    env.update(
+        HOME=str(work / "home"),
+        SS_CONFIG_PATH=str(work / "config.json"),
+        SS_INDEX_PATH=str(work / "index.db"),
+        PYTHONPATH=f"{code}{os.pathsep}{REPO / 'bench'}",
+    )
+    for name in ("SS_MODEL_DIR", "SS_MODEL_CACHE"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+def run_child(script: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run a child script and return the JSON object it prints last."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=env["HOME"],  # not this checkout: `-c` puts the working folder first on sys.path
+    )
+    if done.returncode:
+        raise SystemExit(f"child failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def text_arm(args: argparse.Namespace) -> dict[str, Any]:
+    """The first pass over the tree, a re-index with nothing changed, BM25 searches."""
+    tree_files = build_tree(args.tree, args.files)
+    work = args.work
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "home").mkdir(parents=True)
+    env = child_env(args.code, work)
+    result = run_child(TEXT_CHILD, [str(args.tree), str(work / "index.db")], env)
+    result["tree_files"] = tree_files
+    result["code"] = str(args.code)
+    result["db_bytes_per_file"] = round(result["db_bytes"] / max(result["files"], 1))
+    result["db_bytes_per_chunk"] = round(result["db_bytes"] / max(result["chunks"], 1))
+    with sqlite3.connect(work / "index.db") as conn:  # the second pass embeds each text once
+        result["distinct_texts"] = conn.execute(
+            "SELECT count(DISTINCT text_hash) FROM chunks"
+        ).fetchone()[0]
+    embed_s = result["distinct_texts"] / args.embed_rate
+    result["embed_estimate_s"] = round(embed_s)
+    result["text_share_of_whole"] = round(
+        result["text_pass_s"] / (result["text_pass_s"] + embed_s), 3
+    )
+    result["bm25"] = run_child(SEARCH_CHILD, ["bm25", json.dumps(QUERIES)], env)
+    return result
+
+
+def real_vectors(sources: list[Path]) -> tuple[str, int, dict[str, bytes]]:
+    """(model id, dim, text hash → stored float16 vector) of the bench's quality indexes."""
+    found: dict[str, bytes] = {}
+    model = ("", 0)
+    for path in sources:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if not model[0]:
+                model = (meta["model_id"], int(meta["dim"]))
+            if (meta["model_id"], int(meta["dim"])) != model:
+                continue
+            found.update(
+                conn.execute(
+                    "SELECT text_hash, vector FROM chunks WHERE length(vector) = ?",
+                    (2 * model[1],),
+                ).fetchall()
+            )
+    return model[0], model[1], found
+
+
+def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]:
+    """Give every chunk of ``db`` a vector through the store: the real one of its text where a
+    quality index embedded that text, else a real one of another text with noise (norm 0.1)."""
+    import numpy as np  # the bench's parent needs numpy only for this arm
+
+    from semsearch.store.sqlite.store import SqliteStore
+
+    model_id, dim, known = real_vectors(sources)
+    pool = list(known.values())
+    rng = np.random.default_rng(seed)
+    store = SqliteStore(db)
+    store.set_model(model_id, dim)
+    real = made = 0
+    started = time.monotonic()
+    while batch := store.pending_texts(20_000):
+        hashes = [h for h, _ in batch]
+        rows = np.empty((len(hashes), dim), dtype=np.float32)
+        for at, text_hash in enumerate(hashes):
+            blob = known.get(text_hash)
+            if blob is not None:
+                rows[at] = np.frombuffer(blob, dtype="<f2")
+                real += 1
+            else:
+                base = np.frombuffer(pool[int(rng.integers(len(pool)))], dtype="<f2")
+                noisy = base.astype(np.float32) + rng.standard_normal(dim) * (0.1 / dim**0.5)
+                rows[at] = noisy / np.linalg.norm(noisy)
+                made += 1
+        store.set_vectors(hashes, rows)
+    filled = time.monotonic() - started
+    started = time.monotonic()
+    store.maintain()  # packs the blocks
+    packed = time.monotonic() - started
+    chunks = store.chunk_count()
+    store.close()
+    return {
+        "model_id": model_id,
+        "chunks": chunks,
+        "distinct_texts_real_vector": real,
+        "distinct_texts_perturbed_vector": made,
+        "fill_s": round(filled),
+        "pack_s": round(packed),
+        "db_bytes": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")),
+    }
+
+
+def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
+    """Vectors for every chunk of the text arm's index, then hybrid and vector searches."""
+    work = args.work
+    db = work / "index.db"
+    if not args.keep:
+        if work.exists():
+            shutil.rmtree(work)
+        (work / "home").mkdir(parents=True)
+        shutil.copyfile(args.text_index, db)
+        sources = sorted(args.sources.rglob("*.db"))
+        result = fill_vectors(db, sources)
+    else:
+        result = {"kept": str(db)}
+    env = child_env(args.code, work)
+    for mode in ("vector", "hybrid"):
+        result[mode] = [run_child(SEARCH_CHILD, [mode, json.dumps(QUERIES)], env) for _ in "ab"]
+    result["code"] = str(args.code)
+    return result
+
+
+def synthetic_index(db: Path, sources: list[Path], chunks: int, seed: int = 0) -> dict[str, Any]:
+    """An index of ``chunks`` chunks, 10 a file, whose vectors are the quality indexes' real
+    ones repeated, each copy after the first with noise of norm 0.1. The chunk texts are one
+    word each, and the FTS trigger is dropped while they are written (bench only: this index is
+    searched by vector, never modified): BM25 over 1.4M chunks is the text arm's figure."""
+    import numpy as np  # the bench's parent needs numpy only for this arm
+
+    from semsearch.store.sqlite.store import SqliteStore
+
+    model_id, dim, known = real_vectors(sources)
+    base = np.stack([np.frombuffer(b, dtype="<f2") for b in known.values()]).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    store = SqliteStore(db, create=True)
+    store.set_model(model_id, dim)
+    folder = store.ensure_folder("/srv/scale", "scale")
+    store.close()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TRIGGER chunks_ai")
+    started = time.monotonic()
+    step = 20_000
+    for start in range(0, chunks, step):
+        count = min(step, chunks - start)
+        rows = base[np.arange(start, start + count) % len(base)]
+        if start >= len(base):
+            rows = rows + rng.standard_normal(rows.shape).astype(np.float32) * (0.1 / dim**0.5)
+            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        blobs = rows.astype("<f2")
+        files = range(start // 10, (start + count + 9) // 10)
+        conn.executemany(
+            "INSERT INTO files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)"
+            " VALUES (?, ?, ?, 0, 0, '', 'ok', 'text')",
+            [(f + 1, folder, f"f{f}.py") for f in files],
+        )
+        conn.executemany(
+            "INSERT INTO chunks(file_id, ord, start_line, end_line, start_offset, end_offset,"
+            " text, vector, text_hash) VALUES (?, ?, 1, 1, 0, 1, 'x', ?, ?)",
+            [
+                ((start + n) // 10 + 1, (start + n) % 10, blobs[n].tobytes(), f"{start + n:032x}")
+                for n in range(count)
+            ],
+        )
+        conn.commit()
+    conn.close()
+    written = time.monotonic() - started
+    return {
+        "model_id": model_id,
+        "chunks": chunks,
+        "real_vectors": len(base),
+        "write_s": round(written),
+    }
+
+
+def as_version_5(db: Path) -> None:
+    """Make a copy of the index what schema 5 had (no blocks), for today's code to open."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS chunks_packed_ad")
+        conn.execute("DROP TABLE IF EXISTS vector_blocks")
+        conn.execute("DROP TABLE IF EXISTS vector_gone")
+        conn.execute("DELETE FROM meta WHERE key IN ('packed_through', 'pack_epoch')")
+        conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        conn.execute("PRAGMA user_version = 5")
+
+
+def vectors_arm(args: argparse.Namespace) -> dict[str, Any]:
+    """1.4M chunks' vectors: today's code and this checkout's, cold and warm, RSS."""
+    work = args.work
+    db = work / "new" / "index.db"
+    result: dict[str, Any] = {}
+    if not args.keep:
+        if work.exists():
+            shutil.rmtree(work)
+        for side in ("old", "new"):
+            (work / side / "home").mkdir(parents=True)
+        result.update(synthetic_index(db, sorted(args.sources.rglob("*.db")), args.chunks))
+        shutil.copyfile(db, work / "old" / "index.db")
+        as_version_5(work / "old" / "index.db")
+        from semsearch.store.sqlite.store import SqliteStore
+
+        started = time.monotonic()
+        store = SqliteStore(db)
+        store.maintain()
+        store.close()
+        result["pack_s"] = round(time.monotonic() - started)
+        for side in ("old", "new"):
+            path = work / side / "index.db"
+            result[f"db_bytes_{side}"] = sum(
+                p.stat().st_size for p in path.parent.glob("index.db*")
+            )
+    queries = json.dumps(QUERIES)
+    for side, code in (("new", REPO), ("old", args.old_code)):
+        env = child_env(code, work / side)
+        result[side] = [run_child(SEARCH_CHILD, ["vector", queries], env) for _ in "ab"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="arm", required=True)
+    text = sub.add_parser("text", help="the first pass over 100,000+ files")
+    text.add_argument("--code", type=Path, default=REPO, help="checkout whose code is measured")
+    text.add_argument("--tree", type=Path, default=DEFAULT_WORK / "scale-tree")
+    text.add_argument("--files", type=int, default=100_000)
+    text.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-text")
+    text.add_argument("--embed-rate", type=float, default=200.0, help="chunks/s of the model")
+    text.add_argument("--json", help="write the figures here")
+    sources = DEFAULT_WORK / "q-final"  # the quality bench's indexes: real vectors
+    vectors = sub.add_parser("vectors", help="1.4M chunks' vectors, today's code and this")
+    vectors.add_argument("--chunks", type=int, default=1_400_000)
+    vectors.add_argument("--old-code", type=Path, required=True, help="today's checkout")
+    vectors.add_argument("--sources", type=Path, default=sources, help="indexes with vectors")
+    vectors.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-vectors")
+    vectors.add_argument("--keep", action="store_true", help="search the indexes already there")
+    vectors.add_argument("--json", help="write the figures here")
+    hybrid = sub.add_parser("hybrid", help="vectors for the text arm's chunks, hybrid search")
+    hybrid.add_argument("--code", type=Path, default=REPO, help="checkout whose code searches")
+    hybrid.add_argument(
+        "--text-index", type=Path, default=DEFAULT_WORK / "scale-text-new" / "index.db"
+    )
+    hybrid.add_argument("--sources", type=Path, default=sources, help="indexes with vectors")
+    hybrid.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-hybrid")
+    hybrid.add_argument("--keep", action="store_true", help="search the index already there")
+    hybrid.add_argument("--json", help="write the figures here")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    arm = {"text": text_arm, "vectors": vectors_arm, "hybrid": hybrid_arm}[args.arm]
+    result = {"machine": machine(), **arm(args)}
+    result["bench_s"] = round(time.monotonic() - started)
+    print(json.dumps(result, indent=2))
+    write_json(args.json, result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

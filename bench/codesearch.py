@@ -4,6 +4,11 @@
     bash /path/to/shared/eval/codebench-wide/unpack.sh WORK/repos39      # once (seconds)
     python bench/codesearch.py EVAL/codesearch EVAL/codebench-wide \
         --repos WORK/repos7 --repos WORK/repos39 [--only zig,tokio] [--files all]
+    python bench/codesearch.py bench/questions --repos WORK/questions-repos --files all
+
+``bench/questions`` is a small set of our own: questions ("how does X work") about packages with
+their docs, changelog and tests beside the code (``bench/questions/repos.json`` says where each
+tree comes from), scored by its own ``score.py`` the same way.
 
 Each positional argument is a benchmark folder (``packages.json`` or ``repos.json``,
 ``queries.jsonl``, ``score.py``); ``--repos`` gives, in the same order, where its trees are
@@ -41,7 +46,7 @@ _CODE_EXTENSIONS_TEXT = (
     "zsh zig swift cs php lua ex exs hs ml dart sql"
 )
 CODE_EXTENSIONS = _CODE_EXTENSIONS_TEXT.split()
-CATEGORIES = ("architecture", "semantic", "symbol")
+CATEGORIES = ("architecture", "semantic", "symbol", "docs")  # docs: the question set's
 
 
 def allow_list() -> str:

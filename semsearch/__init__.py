@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "Copy",
     "Embedder",
     "ExtractError",
     "FileEvent",
@@ -66,6 +67,7 @@ _HOMES: dict[str, str] = {  # where each public name is defined
     "FileEvent": "semsearch.indexing.pipeline",
     "Listing": "semsearch.files.listing",
     "Hit": "semsearch.search.hits",
+    "Copy": "semsearch.search.hits",
     "FolderInfo": "semsearch.files.folders",
     "resolve_folder": "semsearch.files.folders",
     "Settings": "semsearch.config",
@@ -100,7 +102,7 @@ if TYPE_CHECKING:
     from semsearch.indexing.report import FolderStatus, IndexReport, Status
     from semsearch.model.embedder import Embedder, HashEmbedder, OnnxEmbedder
     from semsearch.process import configure_process
-    from semsearch.search.hits import Hit
+    from semsearch.search.hits import Copy, Hit
 
 
 def __getattr__(name: str) -> Any:

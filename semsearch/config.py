@@ -16,15 +16,16 @@ import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from semsearch.errors import ConfigError
+from semsearch.errors import ConfigError, UsageError
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "index.db"
 APP_DIR = "semsearch"
+SERVE_TOKEN_NAME = "serve-token"  # `semsearch serve`'s token file, in the state folder
 LANCEDB_DIR = "lancedb"  # the LanceDB backend's folder, beside the SQLite file
 BACKENDS = ("sqlite", "lancedb")
 MODEL_VARIANTS = (
@@ -36,9 +37,22 @@ LANCEDB_MISSING = (
     "The LanceDB store backend (SS_STORE_BACKEND or storeBackend) needs the lancedb extra, "
     'which is not installed. Install it with: pip install "semsearch[lancedb]"'
 )
+REMOTE_SCHEMES = ("s3", "gs", "az")  # object stores LanceDB opens: S3 (and compatibles), GCS, Azure
+# The standard AWS variables as LanceDB's storage options, in the order of precedence (the first
+# set wins); GCS and Azure clients read their own variables.
+AWS_ENVIRONMENT = (
+    ("AWS_ENDPOINT_URL", "aws_endpoint"),
+    ("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
+    ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+    ("AWS_SESSION_TOKEN", "aws_session_token"),
+    ("AWS_REGION", "aws_region"),
+    ("AWS_DEFAULT_REGION", "aws_region"),
+    ("AWS_ALLOW_HTTP", "allow_http"),
+)
 Mode = Literal["hybrid", "vector", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "bm25")  # search modes (ranking arms)
 DEFAULT_TOP_K = 5  # results per search
+DEFAULT_SERVE_PORT = 8700  # `semsearch serve`'s TCP port on 127.0.0.1
 RRF_K = 20  # Reciprocal Rank Fusion's constant: 20 beat the paper's 60 on SciFact and on code
 MODEL_WINDOW = 256  # tokens per input of the built-in model (all-MiniLM-L6-v2's positions)
 HARD_TOKEN_LIMIT = MODEL_WINDOW - 2  # a chunk's most tokens: [CLS] and [SEP] wrap each input
@@ -58,12 +72,66 @@ SKIPPED_KINDS = ("lockfile", "minified", "sourcemap", "data", "venv")
 
 
 @dataclass(frozen=True)
+class RemoteLocation:
+    """A LanceDB index on object storage: its URI (``s3://bucket/prefix``, ``gs://``, ``az://``)
+    and the storage options LanceDB gets (endpoint, region, credentials).
+
+    Printed, it is its URI; its ``repr`` leaves the options out, so that no secret reaches a
+    message or a log.
+    """
+
+    uri: str
+    options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def __str__(self) -> str:
+        return self.uri
+
+    @property
+    def scheme(self) -> str:
+        """``s3``, ``gs`` or ``az``."""
+        return self.uri.split("://", 1)[0]
+
+    @property
+    def bucket(self) -> str:
+        """The bucket (or container)."""
+        return self.uri.split("://", 1)[1].split("/", 1)[0]
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix of the index's objects inside the bucket, without a slash at the end
+        ("" at the bucket's root)."""
+        rest = self.uri.split("://", 1)[1]
+        return rest.split("/", 1)[1] if "/" in rest else ""
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """The options as LanceDB's ``storage_options``."""
+        return dict(self.options)
+
+    @property
+    def endpoint(self) -> str | None:
+        """The S3 endpoint when one is set (a server other than AWS), else None."""
+        return self.storage_options.get("aws_endpoint")
+
+
+Location = Path | RemoteLocation  # where an index lives: a local path, or an object-store URI
+
+
+def is_remote_uri(text: str) -> bool:
+    """Whether ``text`` is meant to name an object store (``s3://``, ``gs://``, ``az://``), not
+    a path: a mistyped ``s3:/bucket`` too, which :func:`remote_location` then refuses, where
+    a local folder ``./s3:/bucket`` would have been indexed without a word."""
+    scheme, found, _ = text.partition(":")
+    return bool(found) and scheme.lower() in REMOTE_SCHEMES
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything a command needs, resolved once."""
 
     config_path: Path
     config_exists: bool
-    index_path: Path
+    index_path: Location  # the index file, or the URI of a LanceDB index on object storage
     roots: tuple[Path, ...] = ()
     target_tokens: int = TARGET_TOKENS
     overlap_tokens: int = OVERLAP_TOKENS
@@ -84,6 +152,9 @@ class Settings:
     index_kinds: frozenset[str] = frozenset()
     auto_index: bool = True  # the MCP server updates the index before search and gather
     warnings: tuple[str, ...] = ()  # about the config file (unknown keys), for the user to see
+    serve_token: str | None = field(default=None, repr=False)  # SS_SERVE_TOKEN: `serve`'s token
+    state_dir: Path | None = None  # $XDG_STATE_HOME/semsearch: `serve`'s token file
+    runtime_dir: Path | None = None  # $XDG_RUNTIME_DIR/semsearch: a running server's record
 
     @property
     def default_mode(self) -> Mode:
@@ -91,11 +162,31 @@ class Settings:
         return "hybrid" if self.hybrid else "vector"
 
     @property
-    def store_path(self) -> Path:
-        """Where the index lives: the SQLite file, or the LanceDB folder beside it."""
+    def store_path(self) -> Location:
+        """Where the index lives: the SQLite file, the LanceDB folder beside it, or the object
+        store's URI (the LanceDB tables sit right under it)."""
+        if isinstance(self.index_path, RemoteLocation):
+            return self.index_path
         if self.store_backend == "lancedb":
             return self.index_path.parent / LANCEDB_DIR
         return self.index_path
+
+    @property
+    def serve_token_file(self) -> Path:
+        """Where ``semsearch serve`` keeps the token it made (mode 0600), when
+        ``SS_SERVE_TOKEN`` is not set."""
+        return (self.state_dir or self.config_path.parent) / SERVE_TOKEN_NAME
+
+    @property
+    def server_dir(self) -> Path:
+        """Where a running ``semsearch serve`` leaves its record: the runtime folder (emptied at
+        logout), else the state folder."""
+        return self.runtime_dir or self.state_dir or self.config_path.parent
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the index is on object storage (a :class:`RemoteLocation`)."""
+        return isinstance(self.index_path, RemoteLocation)
 
     @property
     def global_ignore_file(self) -> Path:
@@ -241,6 +332,7 @@ CONFIG_KEYS = (
     "modelDir",
     "modelVariant",
     "storeBackend",
+    "storageOptions",
     "mcpAutoIndex",
 )
 """The keys of the config file (``chunk`` holds :data:`CHUNK_KEYS`); any other is ignored with a
@@ -346,18 +438,75 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _index_path(
-    env: Mapping[str, str], data: Mapping[str, Any], config_path: Path, flag: str | None
-) -> Path:
+    env: Mapping[str, str],
+    data: Mapping[str, Any],
+    config_path: Path,
+    flag: str | os.PathLike[str] | None,
+) -> Path | str:
+    """The index file, or an object-store URI as given (never made a path)."""
     if flag:  # os.path's expanduser leaves "~nosuchuser" as typed, as a shell does (Path's raises)
-        return Path(os.path.expanduser(flag))
+        given = os.fspath(flag)
+        return given if is_remote_uri(given) else Path(os.path.expanduser(given))
     if env.get("SS_INDEX_PATH"):
-        return Path(os.path.expanduser(env["SS_INDEX_PATH"]))
+        given = env["SS_INDEX_PATH"]
+        return given if is_remote_uri(given) else Path(os.path.expanduser(given))
     if env.get("SS_INDEX_DIR"):
-        return Path(os.path.expanduser(env["SS_INDEX_DIR"])) / INDEX_NAME
+        given = env["SS_INDEX_DIR"]
+        return given if is_remote_uri(given) else Path(os.path.expanduser(given)) / INDEX_NAME
     if "indexDir" in data:
         folder = _path_text(config_path, "indexDir", data["indexDir"], "a folder path")
+        if is_remote_uri(folder):
+            return folder
         return config_path.parent / os.path.expanduser(folder) / INDEX_NAME
     return _xdg(env, "XDG_DATA_HOME", ".local/share") / APP_DIR / INDEX_NAME
+
+
+def _storage_options(path: Path, data: Mapping[str, Any]) -> dict[str, str]:
+    options = _expect(path, "storageOptions", data.get("storageOptions", {}), dict, "an object")
+    if not all(isinstance(value, str) for value in options.values()):
+        raise ConfigError(f"{path}: `storageOptions` must map option names to text values.")
+    return {str(key).lower(): value for key, value in options.items()}
+
+
+def remote_location(
+    uri: str, env: Mapping[str, str], data: Mapping[str, Any], config_path: Path
+) -> RemoteLocation:
+    """The object store at ``uri``: storage options from the config's ``storageOptions``, the
+    standard AWS variables over them (for ``s3://``)."""
+    scheme, _, rest = uri.partition(":")
+    slashes, rest = rest[:2], rest[2:]
+    bucket, _, prefix = rest.partition("/")
+    parts = prefix.strip("/").split("/") if prefix.strip("/") else []
+    if slashes != "//" or not bucket or any(part in ("", ".", "..") for part in parts):
+        raise UsageError(
+            f"{uri} is not an object-store URI: write it as {scheme}://BUCKET/PREFIX, "
+            f"e.g. {scheme.lower()}://my-bucket/team-index (a local folder: ./{uri})."
+        )
+    options = _storage_options(config_path, data)
+    if scheme.lower() == "s3":
+        from_env: dict[str, str] = {}
+        for variable, option in AWS_ENVIRONMENT:
+            if env.get(variable) and option not in from_env:
+                from_env[option] = env[variable]
+        options.update(from_env)
+    clean = "/".join([f"{scheme.lower()}://{bucket}", *parts])
+    return RemoteLocation(clean, tuple(sorted(options.items())))
+
+
+def _check_remote(location: RemoteLocation, backend: str | None) -> None:
+    """An index on object storage is LanceDB's: refuse the SQLite backend and a missing extra
+    (usage errors: nothing is written)."""
+    if backend not in (None, "lancedb"):
+        raise UsageError(
+            f"The index {location} is on object storage, which only the LanceDB backend can "
+            "open: set SS_STORE_BACKEND=lancedb (or storeBackend in the config), or leave it "
+            "unset."
+        )
+    if importlib.util.find_spec("lancedb") is None:
+        raise UsageError(
+            f"The index {location} is on object storage, which needs the lancedb extra: "
+            'pip install "semsearch[lancedb]"'
+        )
 
 
 def _check_backend(backend: str, config_path: Path) -> None:
@@ -370,7 +519,9 @@ def _check_backend(backend: str, config_path: Path) -> None:
         raise ConfigError(LANCEDB_MISSING)
 
 
-def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Settings:
+def load_settings(
+    env: Mapping[str, str], index_flag: str | os.PathLike[str] | None = None
+) -> Settings:
     """Build the settings from the environment (pass ``os.environ``) and the ``--index`` flag.
 
     A wrong type or value raises :class:`ConfigError` naming the key; an unknown key is only a
@@ -390,6 +541,17 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
         values["auto_index"] = env["SS_MCP_AUTO_INDEX"].strip().lower() not in ("0", "false", "no")
     if env.get("SS_MODEL_VARIANT"):
         values["model_variant"] = env["SS_MODEL_VARIANT"]
+    given = _index_path(env, data, config_path, index_flag)
+    index_path: Location
+    if isinstance(given, str):
+        index_path = remote_location(given, env, data, config_path)
+        _check_remote(index_path, values.get("store_backend"))
+        values["store_backend"] = "lancedb"
+    else:
+        index_path = Path(os.path.abspath(given))
+    if env.get("SS_SERVE_TOKEN"):
+        values["serve_token"] = env["SS_SERVE_TOKEN"]
+    runtime = env.get("XDG_RUNTIME_DIR")
     _check_backend(values.get("store_backend", "sqlite"), config_path)
     if values.get("model_variant", "auto") not in MODEL_VARIANTS:
         raise ConfigError(
@@ -399,9 +561,11 @@ def load_settings(env: Mapping[str, str], index_flag: str | None = None) -> Sett
     return Settings(
         config_path=config_path,
         config_exists=config_path.is_file(),
-        index_path=Path(os.path.abspath(_index_path(env, data, config_path, index_flag))),
+        index_path=index_path,
         roots=tuple(config_roots(config_path, data)),
         warnings=tuple(unknown_keys(config_path, data)),
+        state_dir=_xdg(env, "XDG_STATE_HOME", ".local/state") / APP_DIR,
+        runtime_dir=Path(runtime) / APP_DIR if runtime and os.path.isabs(runtime) else None,
         **values,
     )
 

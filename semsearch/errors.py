@@ -70,3 +70,13 @@ class IndexDamagedError(StoreError):
     def __init__(self, message: str, problem: str) -> None:
         super().__init__(message)
         self.problem = problem
+
+
+class ServeError(SemsearchError):
+    """Raised when ``semsearch serve`` cannot start: its token file or its record cannot be made
+    or read, or the token file is readable by other users."""
+
+
+class ServerRunningError(UsageError):
+    """Raised when ``semsearch serve`` finds a server running for the same index already (the
+    message says where)."""

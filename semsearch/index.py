@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from semsearch.config import (
+    Location,
     Mode,
+    RemoteLocation,
     RootChange,
     Settings,
     add_roots,
@@ -37,6 +39,7 @@ from semsearch.errors import (
     IndexMissingError,
     LockedError,
     ModelMismatchError,
+    PathRefusedError,
     SemsearchError,
     UsageError,
 )
@@ -271,6 +274,7 @@ class Index:
         started = time.monotonic()
         with self._write_lock(wait_seconds, on_wait):
             store = self._open(create=True)
+            store.sync()  # what another writer committed while this one waited
             stored = store.model()
             embedder = self.embedder
             if stored is not None and not force:  # the model variant that built it goes on
@@ -319,6 +323,12 @@ class Index:
         """
         self._roots(None)  # no folder configured: refused before anything moves
         s = self.settings
+        if isinstance(s.store_path, RemoteLocation):
+            raise UsageError(
+                f"--rebuild sets the index aside by renaming it, which {s.store_path} on object "
+                f"storage cannot do. Index into a new prefix (--index {s.store_path}-2) and "
+                "point readers there, or run `semsearch index --force` to re-embed in place."
+            )
         with write_lock(s.store_path, wait_seconds, on_wait):
             self._forget_store()
             found = kept = None
@@ -346,7 +356,7 @@ class Index:
         s = self.settings
         if not self._exists():
             raise IndexMissingError(f"No index at {s.store_path}. Run `semsearch index` first.")
-        if not is_writable(s.store_path):
+        if s.is_remote or not is_writable(s.store_path):  # readers need no write access
             return check_index(s.store_backend, s.store_path)
         with write_lock(s.store_path, wait_seconds, on_wait):
             return check_index(s.store_backend, s.store_path)
@@ -428,6 +438,7 @@ class Index:
         mode: Mode | None = None,
         exclude: str | Sequence[str] | None = None,
         min_score: float | None = None,
+        all_copies: bool = False,
     ) -> list[Hit]:
         """Top-k chunks for a query; filters apply before ranking.
 
@@ -437,7 +448,9 @@ class Index:
         folder: a file matching any of them is searched, and one starting with "!" excludes;
         ``exclude`` patterns leave files out. Filters that leave no indexed file raise
         :class:`~semsearch.errors.NoMatchingFilesError`. Hits scoring below ``min_score`` are
-        dropped (so fewer than k may come back).
+        dropped (so fewer than k may come back). Chunks of one text in several places come back
+        as one hit listing the others in ``copies`` (:mod:`~semsearch.search.copies`), so k
+        hits are k distinct texts; ``all_copies`` gives each its own hit instead.
         """
         chosen = None
         if folder is not None:
@@ -450,6 +463,7 @@ class Index:
             rrf_k=self.settings.rrf_k,
             exclude=_patterns(exclude),
             min_score=min_score,
+            all_copies=all_copies,
         )
         return search(self._open(), self.embedder, query, options)
 
@@ -466,6 +480,8 @@ class Index:
         """
         if self._updater is not None and self._updater.is_alive():
             return True
+        if self.settings.is_remote:  # published by its own writer (CI): readers never write
+            return False
         with self._lock:
             if not self._exists():
                 return False
@@ -515,8 +531,31 @@ class Index:
     ) -> LineRange:
         """A line range of a file inside the configured folders, as the indexer reads it
         (:func:`~semsearch.search.passage.read_lines`, at most 256 KiB unless ``is_capped`` is
-        False): files outside them, or ones the indexer leaves out, are refused."""
-        return read_lines(self._locator(), path, start_line, end_line, is_capped=is_capped)
+        False): files outside them, or ones the indexer leaves out, are refused, saying so when
+        the file is in an indexed folder that is not on this machine (an index built elsewhere).
+        """
+        try:
+            return read_lines(self._locator(), path, start_line, end_line, is_capped=is_capped)
+        except PathRefusedError:
+            away = self._not_here(path)
+            if away is None:
+                raise
+            raise PathRefusedError(
+                f"{path} is in the folder {away.name} ({away.path}) of the index "
+                f"{self.settings.store_path}, and that folder is not on this machine: its files "
+                "cannot be read here. Search results carry the indexed text; to read whole "
+                "files, check the folder out here and `semsearch add` it."
+            ) from None
+
+    def _not_here(self, path: str | None = None) -> FolderInfo | None:
+        """The indexed, unconfigured folder holding ``path`` (any, when None) that is not on
+        this machine, if there is one."""
+        for info in self.folders():
+            if info.is_configured or info.path.is_dir():
+                continue
+            if path is None or is_inside(os.path.abspath(path), info.path):
+                return info
+        return None
 
     def grep(
         self,
@@ -540,8 +579,23 @@ class Index:
                 raise UsageError("Give either a folder or paths to grep, not both.")
             scopes = resolve_scopes(paths, self.settings.roots, cwd)
             return grep_files(scopes, options, ignore, timeout=timeout)
+        if not self.settings.roots or (folder and self._names_folder_not_here(folder)):
+            away = [f.name for f in self.folders() if not f.is_configured and not f.path.is_dir()]
+            if away:
+                raise PathRefusedError(
+                    f"grep reads the files themselves, and the folders of the index "
+                    f"{self.settings.store_path} ({', '.join(away)}) are not on this machine. "
+                    "Search the index instead, or check a folder out here and `semsearch add` it."
+                )
         roots = select_folders(self.settings.roots, folder)
         return grep_files(roots, options, ignore, timeout=timeout)
+
+    def _names_folder_not_here(self, folder: str) -> bool:
+        """Whether ``folder`` names (or is the path of) an indexed folder not on this machine."""
+        return any(
+            not f.is_configured and not f.path.is_dir() and folder in (f.name, str(f.path))
+            for f in self.folders()
+        )
 
     def holding_folder(self, target: str) -> Path:
         """The configured folder ``target`` names, or the one holding the path ``target``;
@@ -559,13 +613,13 @@ class Index:
         for root in self.settings.roots:
             found = indexed.pop(os.path.realpath(root), None)
             counts = (
-                (found.files, found.chunks, found.last_indexed, found.pending)
+                (found.files, found.chunks, found.last_indexed, found.pending, found.commit)
                 if found
-                else (0, 0, None, 0)
+                else (0, 0, None, 0, None)
             )
             rows.append(FolderInfo(root.name, root, True, *counts))
         for f in indexed.values():
-            counts = (f.files, f.chunks, f.last_indexed, f.pending)
+            counts = (f.files, f.chunks, f.last_indexed, f.pending, f.commit)
             rows.append(FolderInfo(f.name, Path(f.path), False, *counts))
         return rows
 
@@ -574,7 +628,7 @@ class Index:
         """Chunks searchable by words but still waiting for their vector (an index run stopped
         after its first pass, or still under way), of ``folder`` (a name or path, resolved as
         :meth:`search` does) or of the whole index: the vector arm cannot find them yet."""
-        if self._store is None and not self.settings.store_path.exists():
+        if self._store is None and not self._exists():
             return 0
         if folder is None:
             return self._open().pending_count()
@@ -623,6 +677,7 @@ class Index:
             return 0
         with write_lock(self.settings.store_path, wait_seconds):
             store = self._open()
+            store.sync()
             purged = store.remove_folder(str(root))
             store.maintain()
             return purged
@@ -682,6 +737,7 @@ class Index:
         if any(is_inside(f.path, outer) for f in indexed for outer in outers):
             with write_lock(self.settings.store_path, wait_seconds):  # only then wait for it
                 store = self._open()
+                store.sync()
                 _absorb(store, outers)
                 store.maintain()
         return replace(change, moved=tuple(moved.items()))
@@ -708,6 +764,7 @@ class Index:
         if self._exists():
             with write_lock(self.settings.store_path, wait_seconds):
                 store = self._open()
+                store.sync()
                 files = store.move_folder(str(folder.path), str(target))
                 store.maintain()
         rewritten = move_root(self.settings.config_path, folder.path, target)
@@ -832,7 +889,7 @@ class IndexCache:
     def __init__(self, monitor: ChangeMonitor | None = None) -> None:
         self._lock = threading.Lock()
         self._embedders: dict[tuple[Path | None, str], Embedder] = {}
-        self._open: dict[Path, _Open] = {}
+        self._open: dict[Location, _Open] = {}
         self._monitor = monitor or ChangeMonitor()  # shared by the indexes' freshen()
 
     def get(self, settings: Settings) -> Index:
@@ -875,7 +932,9 @@ class IndexCache:
             self._monitor.close()
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _identity(path: Location) -> tuple[int, int] | None:
+    if not isinstance(path, Path):  # on object storage: no file to be replaced
+        return None
     try:
         info = path.stat()
     except OSError:

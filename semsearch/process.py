@@ -13,6 +13,10 @@ import sys
 # little from them while their spinning halves the speed of the ONNX query embedding and the
 # SQLite work beside it (bench/RESULTS.md). A user's own setting wins.
 THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+# LanceDB logs (Rust's env_logger) to stderr: warnings of its object store's retries among them.
+# Every failure it reports reaches the user as one line of ours, so its own lines are off unless
+# the user asks for them (LANCEDB_LOG=debug).
+LOG_ENV = {"LANCEDB_LOG": "off"}
 M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 
@@ -21,7 +25,7 @@ def configure_process() -> None:
 
     Call before numpy is imported: OpenBLAS reads its thread count when it loads.
     """
-    for name, value in THREAD_ENV.items():
+    for name, value in {**THREAD_ENV, **LOG_ENV}.items():
         os.environ.setdefault(name, value)
     _cap_malloc_arenas()
 

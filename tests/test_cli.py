@@ -222,7 +222,7 @@ def test_index_search_status_json(capsys: pytest.CaptureFixture[str], project: P
     code, out, _ = run(capsys, "search", "a failing call")
     assert code == 0 and "retry.py:1" in out
     code, out, _ = run(capsys, "search", "retry_with_backoff", "--explain")
-    defines = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+    defines = f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}"
     # one file: it holds the largest sum of fused scores, so its chunk gains the whole share
     coherence = f"{ranking.COHERENCE_NOTE} +{ranking.FILE_COHERENCE:.2f}  ·  "
     # the query names retry.py (its stem is a part of the name): the named-files arm has it too
@@ -1050,6 +1050,7 @@ def test_search_and_status_say_how_many_chunks_wait_for_vectors(
         "chunks": 1,
         "chunksPending": 1,
         "lastIndexed": first["lastIndexed"],
+        "commit": None,  # not a git checkout
         "changed": 0,
     }
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", first["lastIndexed"])
@@ -1365,3 +1366,52 @@ def test_a_query_with_a_byte_that_is_not_utf8_is_a_usage_error(
         "semsearch: The query 'caf\\xff' holds bytes that are not UTF-8 text. Type it again in "
         "UTF-8 (a terminal set to another encoding sends such bytes).\n"
     )
+
+
+def test_search_shows_copies_under_one_hit_and_all_copies_lists_each(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A file at five revisions in one folder and once in another: one hit, an "also in" line
+    naming three of its copies (the other folder's with its name) and how many more; the JSON
+    lists them all; --all-copies gives each copy its own hit."""
+    text = "def retry_payment(order):\n    '''Retry a failed payment.'''\n"
+    repo = write_tree(tmp_path / "repo", {f"rev{n}/src/retry.py": text for n in range(1, 6)})
+    mirror = write_tree(tmp_path / "mirror", {"src/retry.py": text})
+    write_tree(repo, {"docs/other.md": "notes on payment refunds\n"})
+    assert main(["add", str(repo), str(mirror)]) == 0
+    hash_indexed(repo, mirror)
+    capsys.readouterr()
+    search = ["search", "retry payment", "--mode", "bm25", "-k", "2"]
+    code, out, _ = run(capsys, *search, "--json")
+    first, second = json.loads(out)["results"]
+    assert code == 0 and (second["copies"], second["copyCount"]) == ([], 0)
+    places = [(first["folder"], first["relPath"])]
+    places += [(copy["folder"], copy["relPath"]) for copy in first["copies"]]
+    assert sorted(places) == [("mirror", "src/retry.py")] + [
+        ("repo", f"rev{n}/src/retry.py") for n in range(1, 6)
+    ]
+    assert first["copyCount"] == 5 and first["relPath"].endswith("src/retry.py")
+    assert set(first["copies"][0]) == {
+        "filePath", "folder", "relPath", "startLine", "endLine", "page"
+    }  # fmt: skip
+    named = [
+        (f"{c['folder']}/" if c["folder"] != first["folder"] else "") + f"{c['relPath']}:1"
+        for c in first["copies"][:3]
+    ]
+    code, out, _ = run(capsys, *search)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3
+    assert lines[0].startswith(f"1  {first['folder']}") and lines[2].startswith("2  repo")
+    assert lines[1] == f"     also in: {', '.join(named)} (+2 more)"
+    code, out, _ = run(capsys, *search, "--full")
+    assert out.splitlines()[1] == lines[1]
+    code, out, _ = run(
+        capsys, "search", "retry payment", "--mode", "bm25", "-k", "7", "--all-copies"
+    )
+    rows = out.splitlines()
+    assert len(rows) == 7 and not any("also in" in row for row in rows)
+    assert sum("src/retry.py:1" in row for row in rows) == 6
+    code, out, _ = run(capsys, *search, "--files-only")
+    assert code == 0 and out.splitlines() == [first["filePath"], second["filePath"]]
+    code, out, _ = run(capsys, *search, "-k", "7", "--files-only", "--all-copies")
+    assert code == 0 and len(out.splitlines()) == 7

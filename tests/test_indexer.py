@@ -21,7 +21,7 @@ import pytest
 from semsearch.config import Settings
 from semsearch.errors import LockedError, ModelMismatchError, UsageError
 from semsearch.index import Index
-from semsearch.indexing.pipeline import FileEvent
+from semsearch.indexing.pipeline import EMBED_BATCH, FileEvent
 from semsearch.model.embedder import FloatMatrix, HashEmbedder
 from semsearch.store import open_store
 from semsearch.text.chunking import chunk_text
@@ -480,6 +480,53 @@ def test_identical_chunk_text_is_embedded_once_per_run(
     texts = {row.text for row in all_chunks(index)}
     assert report.total("chunks") > len(texts)
     assert report.chunks_embedded == embedder.embedded == len(texts)
+
+
+class RecordingEmbedder(HashEmbedder):
+    """The hashed embedder, keeping every text it is given to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        self.texts += texts
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("layout", ["folders", "revisions"])
+def test_copies_of_a_tree_indexed_in_one_run_cost_no_model_time(
+    settings: Settings, tmp_path: Path, layout: str
+) -> None:
+    """A tree copied three times (three configured folders, or three revision folders inside
+    one), indexed in one run: the model sees each distinct text once, chunk texts and rel paths
+    alike, over more second-pass batches than one; a fourth copy indexed later embeds no chunk."""
+    tree = {
+        f"pkg/mod{n}.py": "\n".join(long_file(60, seed=f"m{n}", blank_every=0)) + "\n"
+        for n in range(50)
+    }
+    if layout == "folders":
+        roots = [write_tree(tmp_path / f"rev{n}", tree) for n in (1, 2, 3)]
+    else:
+        roots = [
+            write_tree(
+                tmp_path / "repo",
+                {f"rev{n}/{rel}": text for n in (1, 2, 3) for rel, text in tree.items()},
+            )
+        ]
+    embedder = RecordingEmbedder()
+    index = Index(settings, embedder=embedder)
+    report = index.update(roots)
+    texts = {row.text for row in all_chunks(index)}
+    assert report.total("chunks") == 3 * len(texts) > EMBED_BATCH
+    assert report.chunks_embedded == len(texts)
+    assert len(embedder.texts) == len(set(embedder.texts))  # nothing embedded twice
+    # a fourth copy indexed in a later run: its chunks take the stored vectors of their texts
+    embedder.texts.clear()
+    later = index.update([write_tree(tmp_path / "rev4", tree)])
+    assert later.total("chunks") == len(texts) and later.chunks_embedded == 0
+    assert len(embedder.texts) == later.paths_embedded
+    index.close()
 
 
 def all_chunks(index: Index) -> list[Any]:

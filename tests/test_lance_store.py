@@ -71,9 +71,56 @@ def test_index_runs_clean_up_old_versions(settings: Settings, tmp_path: Path) ->
     assert versions(settings.store_path) <= 12  # about two per table, whatever the history
     chunks = LanceStore(settings.store_path)._chunk_table()
     indexes = {tuple(ix.columns): ix.num_unindexed_rows for ix in chunks.list_indices()}
-    assert indexes == {("text",): 0, ("terms",): 0, ("defines",): 0, ("id",): 0}
+    assert indexes == {
+        ("text",): 0,
+        ("terms",): 0,
+        ("defines",): 0,
+        ("id",): 0,
+        ("text_hash",): 0,
+    }
     hits = index.search("revised about beavers", k=3, mode="bm25")
     assert hits and all("revised 4" in hit.text for hit in hits)
+
+
+def test_maintain_gives_an_older_chunks_table_its_text_hash_index(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A table made before the text_hash B-tree (what copies of a text are found by) gets it
+    from the next index run's maintain."""
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([write_tree(tmp_path / "notes", {"a.md": "otters\n", "b.md": "otters\n"})])
+    chunks = LanceStore(settings.store_path)._chunk_table()
+    (name,) = [ix.name for ix in chunks.list_indices() if ix.columns == ["text_hash"]]
+    chunks.drop_index(name)
+    assert all(ix.columns != ["text_hash"] for ix in chunks.list_indices())
+    LanceStore(settings.store_path).maintain()
+    store = LanceStore(settings.store_path)
+    assert ["text_hash"] in [ix.columns for ix in store._chunk_table().list_indices()]
+    places = store.chunk_places([int(i) for i in store.chunk_ids()])
+    assert len({p.text_hash for p in places}) == 1
+    assert store.text_places([places[0].text_hash]) == places
+    store.close()
+    index.close()
+
+
+def test_an_index_run_records_whether_two_chunks_share_a_text(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Without copies a search skips their look-ups (requests, on object storage); the first
+    copy written turns them back on, and the copy collapses into the hit."""
+    index = Index(settings, embedder=HashEmbedder())
+    notes = write_tree(tmp_path / "notes", {"a.md": "otters hold paws\n", "b.md": "beavers\n"})
+    index.update([notes])
+    assert LanceStore(settings.store_path).has_copies() is False
+    (hit,) = index.search("otters hold paws", k=1)
+    assert hit.copies == () and hit.copy_count == 0
+    write_tree(notes, {"c.md": "otters hold paws\n"})
+    index.update([notes])
+    assert LanceStore(settings.store_path).has_copies() is True
+    (hit,) = index.search("otters hold paws", k=1)
+    assert hit.copy_count == 1
+    assert {hit.rel, hit.copies[0].rel} == {"a.md", "c.md"}
+    index.close()
 
 
 def test_chunks_without_a_file_row_are_hidden_then_removed(settings: Settings) -> None:

@@ -96,6 +96,9 @@ def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
         ("MAX_RETRIES: int = 3", ["MAX_RETRIES"]),
         ("bats_test_begin() {", ["bats_test_begin"]),
         ("    local_alias = make_thing()", []),
+        ("  alias Ecto.Query.{Builder, Planner}", []),  # Elixir: an import
+        ("export declare function fetchUser(id: string): User;", ["fetchUser"]),
+        ("#  define CURL_MAX_WRITE_SIZE 16384", ["CURL_MAX_WRITE_SIZE"]),
         ("if retries == 3:", []),
         ("result = compute(x)  # a call", ["result"]),
         # Kotlin

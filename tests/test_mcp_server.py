@@ -213,7 +213,7 @@ def test_six_tools_with_plain_schemas_and_annotations(client: Client) -> None:
         assert tool.annotations.read_only_hint is (tool.name != "index")
     params = {name: list(tool.input_schema["properties"]) for name, tool in tools.items()}
     assert params == {
-        "search": ["query", "k", "folder", "pathGlob", "exclude", "mode", "minScore"],
+        "search": ["query", "k", "folder", "pathGlob", "exclude", "mode", "minScore", "allCopies"],
         "gather": [
             "query",
             "k",
@@ -223,6 +223,7 @@ def test_six_tools_with_plain_schemas_and_annotations(client: Client) -> None:
             "exclude",
             "mode",
             "minScore",
+            "allCopies",
         ],
         "list_folders": [],
         "cat_file": ["filePath", "startLine", "endLine"],
@@ -266,10 +267,15 @@ def test_six_tools_with_plain_schemas_and_annotations(client: Client) -> None:
         "type": "number",
         "description": "Leave out the hits scoring below this (scores run from 0 to 1)",
     }
-    gather = tools["gather"].input_schema["properties"]
-    assert {name: gather[name] for name in ("pathGlob", "exclude", "mode", "minScore")} == {
-        name: props[name] for name in ("pathGlob", "exclude", "mode", "minScore")
+    assert props["allCopies"] == {
+        "type": "boolean",
+        "default": False,
+        "description": "List each copy of a text (the same chunk in several files) as its own "
+        "result; by default a result lists its copies in copies",
     }
+    shared = ("pathGlob", "exclude", "mode", "minScore", "allCopies")
+    gather = tools["gather"].input_schema["properties"]
+    assert {name: gather[name] for name in shared} == {name: props[name] for name in shared}
 
 
 def test_search_before_indexing_says_what_to_do(indexed: dict[str, Any]) -> None:
@@ -699,6 +705,58 @@ def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]
         session.close()
 
 
+def test_copies_come_back_as_one_result_listing_the_others(world: dict[str, Path]) -> None:
+    """A small project at three revisions side by side: search and gather give each text once,
+    its copies listed (structured content valid against the output schemas); allCopies gives
+    each copy its own result."""
+    home = world["base"] / "copies-home"
+    home.mkdir()
+    project = {
+        "src/retry.py": "def retry_payment(charge):\n    # retry a failed payment with backoff\n",
+        "docs/payments.md": "Failed payments are retried with exponential backoff.\n",
+    }
+    tree = {
+        f"{rev}/{rel}": text for rev in ("rev1", "rev2", "rev3") for rel, text in project.items()
+    }
+    repo = write_tree(world["base"] / "copies-repo", tree)
+    env = server_env(home)
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(repo)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "copies-server.log")
+    try:
+        ok(session.call("index", {}))
+        hits = [hit for hit in search(session, "retry a failed payment", k=5)]
+        assert len(hits) == 2 and {h["relPath"].split("/", 1)[1] for h in hits} == set(project)
+        for hit in hits:
+            rev, rel = hit["relPath"].split("/", 1)
+            others = [r for r in ("rev1", "rev2", "rev3") if r != rev]
+            assert hit["copyCount"] == 2
+            assert hit["copies"] == [
+                {
+                    "filePath": str(repo / other / rel),
+                    "folder": "copies-repo",
+                    "relPath": f"{other}/{rel}",
+                    "startLine": hit["startLine"],
+                    "endLine": hit["endLine"],
+                }
+                for other in others
+            ]
+        every = search(session, "retry a failed payment", k=5, allCopies=True)
+        assert len(every) == 5 and all("copies" not in hit for hit in every)
+        gathered = structured(session, "gather", {"query": "retry a failed payment", "k": 5})
+        assert [{k: v for k, v in h.items() if k != "passage"} for h in gathered["results"]] == [
+            {k: v for k, v in hit.items() if k != "text"} for hit in hits
+        ]
+        block = ok(session.call("gather", {"query": "retry a failed payment", "k": 1}))
+        rev, rel = hits[0]["relPath"].split("/", 1)
+        others = [
+            f"copies-repo  ·  {r}/{rel}  ·  line 1" for r in ("rev1", "rev2", "rev3") if r != rev
+        ]
+        assert f"\nalso in: {'; '.join(others)}\n```" in block
+        structured(session, "search", {"query": "retry a failed payment"})
+    finally:
+        session.close()
+
+
 # --- Plain argument errors; structured content of gather, cat_file and grep; scores <= 1 -------
 
 
@@ -715,7 +773,7 @@ def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]
             "search",
             {"query": "x", "limit": 3},
             'Unknown argument "limit": search takes query, k, folder, pathGlob, exclude, mode, '
-            "minScore.",
+            "minScore, allCopies.",
         ),
         (
             "gather",

@@ -239,10 +239,13 @@ def test_a_file_the_query_names_beats_one_with_the_same_text(
     text = "the client keeps connections open between requests\n"
     root = write_tree(tmp_path / "lib", {"http/pool.py": text, "http/session.py": text})
     hash_index.update([root])
-    hits = hash_index.search("client session connections between requests", k=2)
+    query = "client session connections between requests"
+    hits = hash_index.search(query, k=2, all_copies=True)  # each copy its own hit
     assert [h.rel for h in hits] == ["http/session.py", "http/pool.py"]
     assert any(p.startswith(STEM_NOTE) for p in hits[0].priors)
     assert 0.0 < hits[1].score < hits[0].score <= 1.0
+    (hit,) = hash_index.search(query, k=2)  # one text: the named file stands for it
+    assert (hit.rel, [c.rel for c in hit.copies]) == ("http/session.py", ["http/pool.py"])
 
 
 @pytest.mark.parametrize(
@@ -315,3 +318,348 @@ def test_the_private_prior_needs_a_public_module_beside(
     info = replace(ranking.query_info("parse"), public_folders=ranking.public_python_folders(rels))
     priors = [name for name, _ in ranking.path_priors(rel, info)]
     assert ("private file" in priors) is is_lowered
+
+
+def _uses(line: str, count: int = 60) -> str:
+    """A large file of uses: ``line`` with ``{n}`` filled in, ``count`` times."""
+    return "".join(line.format(n=n) + "\n" for n in range(count))
+
+
+# (query, files, the file that defines the name): per language, the definition in a small file,
+# beside a large file of uses and a file that re-exports or declares it again.
+NAME_CASES = [
+    (
+        "JoinSet",
+        {
+            "src/task/join_set.rs": (
+                "/// A collection of tasks spawned on a Tokio runtime.\n"
+                "pub struct JoinSet<T> {\n    inner: IdleNotifiedSet<JoinHandle<T>>,\n}\n"
+            ),
+            "src/task/mod.rs": "pub use join_set::JoinSet;\npub use local::LocalSet;\nmod x;\n",
+            "src/runtime/join.rs": _uses(
+                "    let mut set{n} = JoinSet::new(); set{n}.spawn(work);"
+            ),
+            "src/task/impls.rs": "impl<T> Default for JoinSet<T> {\n    fn default() -> Self {\n"
+            "        Self::new()\n    }\n}\nimpl<T> Drop for JoinSet<T> {\n}\n",
+        },
+        "src/task/join_set.rs",
+    ),
+    (
+        "ready",
+        {
+            "src/macros/ready.rs": "/// Extracts the successful type of a `Poll<T>`.\n"
+            "macro_rules! ready {\n    ($e:expr $(,)?) => { match $e { x => x } };\n}\n",
+            "src/future/ready.rs": _uses("    let n{n} = ready!(self.poll_read(cx, buf))?;"),
+        },
+        "src/macros/ready.rs",
+    ),
+    (
+        "UserSchema",
+        {
+            "src/schema/user.ts": "/** A user as the API returns it. */\n"
+            "export const UserSchema = z.object({\n  id: z.string(),\n  name: z.string(),\n})\n",
+            "src/index.ts": "export { UserSchema } from './schema/user'\n"
+            "export type { User } from './schema/user'\nexport * from './client'\n",
+            "src/user.ts": _uses("  const user{n} = UserSchema.parse(await fetchUser({n}))"),
+        },
+        "src/schema/user.ts",
+    ),
+    (
+        "ReporterOptions",
+        {
+            "src/node/reporters/options.ts": "/** What a reporter is told. */\n"
+            "export interface ReporterOptions {\n  verbose: boolean\n  silent: boolean\n}\n",
+            "src/node/reporters/index.ts": "export type { ReporterOptions } from './options'\n"
+            "export { DefaultReporter } from './default'\nexport * from './json'\n",
+            "src/node/reporters/reporter.ts": _uses("  report{n}(options: ReporterOptions) {{}}"),
+        },
+        "src/node/reporters/options.ts",
+    ),
+    (
+        "TaskState",
+        {
+            "src/types/tasks.ts": "/** Where a task is in its run. */\n"
+            "export type TaskState = 'run' | 'skip' | 'only' | 'todo' | 'queued'\n",
+            "src/task.ts": _uses("  if (task{n}.mode as TaskState === 'run') count++"),
+        },
+        "src/types/tasks.ts",
+    ),
+    (
+        "VERSION",
+        {
+            "types/globals.d.ts": "/** The version of the runtime. */\n"
+            "declare const VERSION: string\n",
+            "src/version.ts": _uses("  log{n}(`running ${{VERSION}}`)"),
+        },
+        "types/globals.d.ts",
+    ),
+    (
+        "curl_easy_perform",
+        {
+            "lib/easy.c": "/*\n * curl_easy_perform() is the external interface that performs a\n"
+            " * blocking transfer.\n */\nCURLcode curl_easy_perform(struct Curl_easy *data)\n"
+            "{\n  return easy_perform(data, FALSE);\n}\n",
+            "include/curl/easy.h": "CURL_EXTERN CURL *curl_easy_init(void);\n"
+            "CURL_EXTERN CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...);\n"
+            "CURL_EXTERN CURLcode curl_easy_perform(CURL *curl);\n"
+            "CURL_EXTERN void curl_easy_cleanup(CURL *curl);\n",
+            "lib/easy_perform.c": _uses("  result = curl_easy_perform(per{n}->curl);"),
+        },
+        "lib/easy.c",
+    ),
+    (
+        "Curl_easy",
+        {
+            "lib/urldata.h": "/* The state of one transfer. */\nstruct Curl_easy {\n"
+            "  struct Curl_easy *next;\n  struct connectdata *conn;\n};\n",
+            "lib/transfer.h": "struct Curl_easy;\nCURLcode Curl_xfer(struct Curl_easy *data);\n",
+            "lib/easy.c": _uses("  struct Curl_easy *data{n} = conn->data; Curl_xfer(data{n});"),
+        },
+        "lib/urldata.h",
+    ),
+    (
+        "CURL_MAX_WRITE_SIZE",
+        {
+            "include/curl/curl.h": "/* The largest chunk a write callback gets. */\n"
+            "#define CURL_MAX_WRITE_SIZE 16384\n",
+            "lib/write.c": _uses(
+                "  if(len{n} > CURL_MAX_WRITE_SIZE) len{n} = CURL_MAX_WRITE_SIZE;"
+            ),
+        },
+        "include/curl/curl.h",
+    ),
+    (
+        "Rails::Engine",
+        {
+            "railties/lib/rails/engine.rb": "module Rails\n  # An engine is a small application.\n"
+            "  class Engine < Railtie\n    autoload :Configuration\n  end\nend\n",
+            "railties/lib/rails/application.rb": _uses("    Rails::Engine.subclasses[{n}].setup"),
+        },
+        "railties/lib/rails/engine.rb",
+    ),
+    (
+        "Monolog\\Logger",
+        {
+            "src/Monolog/Logger.php": "<?php\nnamespace Monolog;\n\n/** Monolog log channel. */\n"
+            "class Logger implements LoggerInterface\n{\n    protected string $name;\n}\n",
+            "src/Monolog/Registry.php": _uses("        $logger{n} = new Logger('app{n}');"),
+        },
+        "src/Monolog/Logger.php",
+    ),
+    (
+        "client.ClientSession",
+        {
+            "pkg/client.py": '"""The client."""\n\n\nclass ClientSession:\n'
+            '    """First-class interface for making HTTP requests."""\n',
+            "pkg/__init__.py": "from .client import ClientSession\nfrom .client import request\n"
+            "__all__ = ['ClientSession', 'request']\n",
+            "pkg/session.py": _uses("    session{n} = ClientSession(); await session{n}.get(url)"),
+        },
+        "pkg/client.py",
+    ),
+    (
+        "NewRouter",
+        {
+            "mux.go": "package chi\n\n// NewRouter returns a new Mux object.\n"
+            "func NewRouter() *Mux {\n\treturn NewMux()\n}\n",
+            "router.go": _uses('\tr{n} := NewRouter(); r{n}.Get("/", h)'),
+            "examples/main.go": _uses("\tr{n} := chi.NewRouter()"),
+        },
+        "mux.go",
+    ),
+    (
+        "ObjectMapper",
+        {
+            "src/main/java/databind/ObjectMapper.java": "package databind;\n\n/** Reads and "
+            "writes JSON. */\npublic class ObjectMapper implements Versioned {\n}\n",
+            "src/main/java/databind/ObjectReader.java": _uses("    ObjectMapper m{n} = mapper();"),
+        },
+        "src/main/java/databind/ObjectMapper.java",
+    ),
+    (
+        "HttpClient",
+        {
+            "src/io/ktor/client/Client.kt": "/** A multiplatform asynchronous HTTP client. */\n"
+            "public class HttpClient(public val engine: HttpClientEngine) : CoroutineScope\n",
+            "src/io/ktor/client/HttpClientConfig.kt": _uses(
+                "    val c{n}: HttpClient = HttpClient()"
+            ),
+        },
+        "src/io/ktor/client/Client.kt",
+    ),
+    (
+        "Monad",
+        {
+            "core/src/main/scala/cats/Monad.scala": "package cats\n\n/** Monad. */\n"
+            "trait Monad[F[_]] extends FlatMap[F] with Applicative[F] {\n}\n",
+            "core/src/main/scala/cats/syntax/all.scala": _uses("  implicit val m{n}: Monad[F] = M"),
+        },
+        "core/src/main/scala/cats/Monad.scala",
+    ),
+    (
+        "Session",
+        {
+            "Source/Core/Session.swift": "/// Creates and manages Alamofire's `Request` types.\n"
+            "open class Session: @unchecked Sendable {\n}\n",
+            "Source/Core/SessionDelegate.swift": _uses("    let session{n}: Session = .default"),
+        },
+        "Source/Core/Session.swift",
+    ),
+    (
+        "Plug.Conn",
+        {
+            "lib/plug/conn.ex": 'defmodule Plug.Conn do\n  @moduledoc """\n  The Plug '
+            'connection.\n  """\n  defstruct adapter: nil\nend\n',
+            "lib/plug/conn/utils.ex": _uses(
+                "    conn{n} = %Plug.Conn{{}} |> Plug.Conn.put_status(200)"
+            ),
+        },
+        "lib/plug/conn.ex",
+    ),
+    (
+        "JsonConvert",
+        {
+            "Src/Newtonsoft.Json/JsonConvert.cs": "namespace Newtonsoft.Json\n{\n    /// <summary>"
+            "Converts.</summary>\n    public static class JsonConvert\n    {\n    }\n}\n",
+            "Src/Newtonsoft.Json/JsonSerializer.cs": _uses(
+                "            JsonConvert.ToString(v{n});"
+            ),
+        },
+        "Src/Newtonsoft.Json/JsonConvert.cs",
+    ),
+    (
+        "std.mem.eql",
+        {
+            "lib/std/mem.zig": "/// Compares slices and returns whether they are equal.\n"
+            "pub fn eql(comptime T: type, a: []const T, b: []const T) bool {\n    return a;\n}\n",
+            "lib/std/mem/eql.zig": _uses("    if (std.mem.eql(u8, a{n}, b)) return;"),
+        },
+        "lib/std/mem.zig",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "files", "defining"), NAME_CASES, ids=[case[0] for case in NAME_CASES]
+)
+def test_a_query_of_one_name_ranks_its_definition_first(
+    tmp_path: Path, hash_index: Index, query: str, files: dict[str, str], defining: str
+) -> None:
+    hash_index.update([write_tree(tmp_path / "repo", files)])
+    hits = hash_index.search(query, k=5)
+    assert hits[0].rel == defining, [(h.rel, h.priors) for h in hits]
+    assert f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}" in hits[0].priors
+
+
+@pytest.mark.parametrize(
+    ("query", "is_name"),
+    [
+        ("JoinSet", True),
+        ("parse_header", True),
+        ("Rails::Engine", True),
+        ("\\Monolog\\Logger", True),
+        ("std.mem.eql", True),
+        ("  mergeConfig ", True),
+        ("JoinSet spawn", False),
+        ("how does JoinSet work", False),
+        ("the", False),
+    ],
+)
+def test_a_query_of_one_identifier_is_a_name(query: str, is_name: bool) -> None:
+    assert query_info(query).is_name is is_name
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "name", "defines"),
+    [
+        ("lib/easy.c", "CURLcode curl_easy_perform(CURL *data)\n{\n}\n", "curl_easy_perform", True),
+        ("include/easy.h", "CURLcode curl_easy_perform(CURL *curl);\n", "curl_easy_perform", False),
+        ("lib/multi.c", "static int run(struct x *m,\n               int *n);\n", "run", False),
+        ("lib/multi.c", "static int run(struct x *m,\n               int *n)\n{\n", "run", True),
+        ("lib/a.h", "struct Curl_easy;\n", "Curl_easy", False),
+        ("lib/a.h", "struct Curl_easy {\n  int a;\n};\n", "Curl_easy", True),
+        ("src/a.rs", "impl<T> Future for JoinHandle<T> {\n", "Future", False),
+        ("src/a.rs", "pub trait Future {\n", "Future", True),
+        ("src/a.rs", "struct Unit;\n", "Unit", True),  # a unit struct: Rust, not a C forward
+        ("src/a.ts", "export declare function fetchUser(id: string): User;\n", "fetchUser", True),
+    ],
+)
+def test_what_only_declares_a_name_does_not_define_it(
+    rel: str, text: str, name: str, defines: bool
+) -> None:
+    assert ranking.defines_queried(rel, text, query_info(name)) is defines
+
+
+# A package as a user has it: the code, its changelog, its manual page and its tests all talk
+# about how a redirect is followed.
+REDIRECT_PACKAGE = {
+    "src/pkg/sessions.py": (
+        "class SessionRedirectMixin:\n"
+        "    def resolve_redirects(self, resp, req):\n"
+        '        """Follow each redirect response until a final response."""\n'
+        "        while resp.is_redirect:\n"
+        "            url = resp.headers['location']\n"
+        "            resp = self.send(self.rebuild_method(req, resp), allow_redirects=False)\n"
+    ),
+    "man/man1/pkg.1": (
+        ".TH PKG 1\n.SH REDIRECTS\nEach redirect response is followed\n"
+        "until the final response; the redirect responses are kept.\n"
+    ),
+    "HISTORY.md": (
+        "2.1.0\n\n- Redirects are followed for every redirect response until the final "
+        "response.\n- Fixed how a redirect response is followed after a 303.\n"
+    ),
+    "tests/test_redirects.py": (
+        "def test_redirects_are_followed(session):\n"
+        "    resp = session.get('/redirect/3')  # each redirect response is followed\n"
+        "    assert resp.history and resp.status_code == 200  # until the final response\n"
+    ),
+}
+
+
+def test_a_question_ranks_the_code_above_the_docs_and_tests_about_it(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    hash_index.update([write_tree(tmp_path / "pkg", REDIRECT_PACKAGE)])
+    hits = hash_index.search("how is each redirect response followed until the final response")
+    assert hits[0].rel == "src/pkg/sessions.py", [(h.rel, h.priors) for h in hits]
+    docs = {h.rel: h.priors for h in hits if h.rel in ("HISTORY.md", "man/man1/pkg.1")}
+    assert docs and all(ranking.DOCUMENTATION_NOTE in " ".join(p) for p in docs.values())
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "redirect response followed until the final response",  # not a question
+        "where does the changelog say redirects are followed",  # asks for the docs
+    ],
+)
+def test_docs_keep_their_rank_unless_a_question_asks_for_code(
+    tmp_path: Path, hash_index: Index, query: str
+) -> None:
+    hash_index.update([write_tree(tmp_path / "pkg", REDIRECT_PACKAGE)])
+    assert not any(
+        prior.startswith(ranking.DOCUMENTATION_NOTE)
+        for hit in hash_index.search(query)
+        for prior in hit.priors
+    )
+
+
+@pytest.mark.parametrize(
+    ("rel", "is_documentation"),
+    [
+        ("README.md", False),  # a document on a topic can be the answer
+        ("docs/guide/retries.rst", False),
+        ("CHANGELOG", True),
+        ("HISTORY.md", True),
+        ("NEWS.txt", True),
+        ("docs/release-notes.rst", True),
+        ("changes/8812.feature", True),
+        ("man/man1/pyenv.1", True),
+        ("libexec/pyenv-rehash", False),  # a script without an extension
+        ("src/pkg/history.py", False),
+        ("lib/changes.js", False),
+    ],
+)
+def test_what_counts_as_documentation(rel: str, is_documentation: bool) -> None:
+    assert ranking._is_documentation(rel) is is_documentation

@@ -18,7 +18,7 @@ from semsearch.config import Mode, Settings
 from semsearch.errors import NoMatchingFilesError, UsageError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder, OnnxEmbedder
-from semsearch.search import ranking
+from semsearch.search import copies, ranking
 from semsearch.search.fusion import SearchOptions, rrf, search
 from semsearch.search.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.search.ranking import DEFINITION_POOL
@@ -28,6 +28,7 @@ from tests.conftest import BACKENDS, write_tree
 
 # How --explain names the priors at their current weights (semsearch/ranking.py).
 DEFINES = f"{ranking.DEFINES_NOTE} x{ranking.DEFINITION_BOOST:g}"
+NAME_DEFINES = f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}"  # a one-name query
 ONE_WORD_BOOST = 1 + (ranking.STEM_BOOST - 1) * ranking.STEM_SINGLE_SHARE
 ONE_WORD_NAME = f"{ranking.STEM_NOTE} x{ONE_WORD_BOOST:g}"
 FOLDER = f"{ranking.FOLDER_NOTE} x{ranking.FOLDER_BOOST:g}"
@@ -183,7 +184,7 @@ def test_hybrid_scores_are_on_one_scale(two_folders: Index) -> None:
     top = two_folders.search("retry_payment", k=1)[0]
     assert (top.vector_rank, top.lexical_rank) == (1, 1)
     # retry.py is named by the query too (its stem is a word of retry_payment)
-    assert top.priors == (DEFINES, ONE_WORD_NAME)
+    assert top.priors == (NAME_DEFINES, ONE_WORD_NAME)
     # fused score 1.0 (first in both arms) x both priors, / the same product: the best possible
     assert top.score == pytest.approx(1.0)
     no_word_matches = two_folders.search("zzzz qqqq", k=1)[0]
@@ -265,7 +266,7 @@ def test_definition_beats_call_sites_for_a_symbol_query(tmp_path: Path, hash_ind
     hash_index.update([root])
     top = hash_index.search("compute_invoice_total", k=2)
     assert top[0].rel == "billing/invoice.py"
-    assert DEFINES in top[0].priors
+    assert NAME_DEFINES in top[0].priors
 
 
 def test_test_file_loses_to_the_source_it_tests(tmp_path: Path, hash_index: Index) -> None:
@@ -319,18 +320,20 @@ def test_explain_names_the_file_lift(tmp_path: Path, hash_index: Index) -> None:
 
 
 def test_the_path_term_ranks_code_files_by_their_path(tmp_path: Path, hash_index: Index) -> None:
-    # the same chunk text in two code files and a note: only the path tells them apart
+    # the same chunk text in two code files and a note: only the path tells them apart (each
+    # copy its own hit)
     text = "shared words here\n"
     root = write_tree(tmp_path / "p", {"x/alpha.py": text, "x/beta.py": text, "beta.md": text})
     hash_index.update([root])
-    hits = {hit.rel: hit for hit in hash_index.search("shared words beta", k=3)}
+    found = hash_index.search("shared words beta", k=3, all_copies=True)
+    hits = {hit.rel: hit for hit in found}
     assert hits["x/beta.py"].path_cosine > 0 == hits["x/alpha.py"].path_cosine
     assert hits["x/beta.py"].vector_rank < hits["x/alpha.py"].vector_rank
     assert hits["beta.md"].path_cosine is None  # documents get no path term
     assert f"path cosine {hits['x/beta.py'].path_cosine:.2f}" in explain(hits["x/beta.py"])
     assert "path cosine" not in explain(hits["beta.md"])
     assert hits["x/beta.py"].as_json()["pathCosine"] == round(hits["x/beta.py"].path_cosine, 4)
-    vector_mode = hash_index.search("shared words beta", k=3, mode="vector")
+    vector_mode = hash_index.search("shared words beta", k=3, mode="vector", all_copies=True)
     assert all(hit.path_cosine is None for hit in vector_mode)  # a hybrid-mode term
 
 
@@ -347,7 +350,7 @@ def test_damaged_path_vectors_count_as_none(tmp_path: Path, settings: Settings) 
         conn.execute("UPDATE files SET path_vector = x'0102' WHERE rel = 'beta.py'")
     conn.close()
     reader = Index(settings, embedder=HashEmbedder())
-    hits = {hit.rel: hit for hit in reader.search("shared words gamma", k=3)}
+    hits = {hit.rel: hit for hit in reader.search("shared words gamma", k=3, all_copies=True)}
     reader.close()
     assert hits["alpha.py"].path_cosine is None and hits["beta.py"].path_cosine is None
     assert hits["gamma.py"].path_cosine > 0
@@ -369,7 +372,8 @@ def test_a_package_whose_modules_are_all_private_keeps_its_rank(
         },
     )
     hash_index.update([root])
-    hits = {hit.rel: hit for hit in hash_index.search("how are redirects followed", k=3)}
+    found = hash_index.search("how are redirects followed", k=3, all_copies=True)
+    hits = {hit.rel: hit for hit in found}
     assert hits["httpx/_client.py"].priors == ()  # "private file x0.7" before
 
 
@@ -377,10 +381,12 @@ def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Inde
     text = "validators run before the model is built\n"
     root = write_tree(tmp_path / "pkg", {"pkg/_internal/_core.py": text, "pkg/validators.py": text})
     hash_index.update([root])
-    hits = hash_index.search("when do validators run", k=2)
+    hits = hash_index.search("when do validators run", k=2, all_copies=True)
     assert [h.rel for h in hits] == ["pkg/validators.py", "pkg/_internal/_core.py"]
     assert hits[1].priors == ("private file x0.7",)
-    asked = hash_index.search("internal validators", k=2)
+    (collapsed,) = hash_index.search("when do validators run", k=2)  # the public one shown
+    assert places([collapsed]) == [("pkg/validators.py", ["pkg/_internal/_core.py"])]
+    asked = hash_index.search("internal validators", k=2, all_copies=True)
     assert all(not p.startswith("private file") for hit in asked for p in hit.priors)
     assert [p for hit in asked for p in hit.priors] == [
         ONE_WORD_NAME,
@@ -638,12 +644,12 @@ def test_scores_stay_within_zero_and_one_with_the_definition_boost(
         hits = ranking_corpus.search(query, k=8, mode=mode)  # type: ignore[arg-type]
         assert all(0.0 <= hit.score <= 1.0 for hit in hits), (query, [h.score for h in hits])
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        boosted += sum(DEFINES in hit.priors for hit in hits)
+        boosted += sum(bool({DEFINES, NAME_DEFINES} & set(hit.priors)) for hit in hits)
     assert boosted >= 5
     (top,) = ranking_corpus.search("parse_header", k=1, mode=mode)  # type: ignore[arg-type]
     assert (top.rel, top.priors, top.score) == (
         "src/parser.py",
-        (DEFINES, ONE_WORD_NAME),
+        (NAME_DEFINES, ONE_WORD_NAME),
         1.0,
     )
 
@@ -692,8 +698,8 @@ def test_vector_scores_are_not_rescaled(ranking_corpus: Index) -> None:
         ("how are failed calls retried with backoff", 0.790485 * ONE_WORD_BOOST, (ONE_WORD_NAME,)),
         (
             "parse_header",
-            0.316228 * ranking.DEFINITION_BOOST * ONE_WORD_BOOST,
-            (DEFINES, ONE_WORD_NAME),
+            0.316228 * ranking.NAME_DEFINITION_BOOST * ONE_WORD_BOOST,
+            (NAME_DEFINES, ONE_WORD_NAME),
         ),
     ]:
         (hit,) = ranking_corpus.search(query, k=1, mode="vector")
@@ -845,7 +851,7 @@ def test_a_full_definitions_arm_leaves_the_other_definitions_to_the_priors(
     hash_index.update([write_tree(tmp_path / "src", files)])
     hits = hash_index.search("parse_header", k=60)
     assert len(hits) == 60 > DEFINITION_POOL
-    assert all(DEFINES in hit.priors for hit in hits)
+    assert all(NAME_DEFINES in hit.priors for hit in hits)
 
 
 class ModelTokens(HashEmbedder):
@@ -895,3 +901,142 @@ def test_every_hit_starts_at_the_start_of_its_line(tmp_path: Path, settings: Set
         first = hit.text.split("\n")[0]
         assert lines[hit.start_line - 1].startswith(first), (hit.start_line, first)
         assert hit.end_line == hit.start_line + hit.text.count("\n")
+
+
+# A small project, checked out at three revisions side by side: every chunk has two copies.
+PROJECT = {
+    "src/retry.py": "def retry_payment(charge):\n    '''retry a failed payment with backoff'''\n",
+    "src/card.py": "class CardDeclined(Exception):\n    '''the bank refused the card payment'''\n",
+    "src/refund.py": "def refund(payment):\n    '''refund a payment to the card'''\n",
+    "src/ledger.py": "def post_entry(ledger, payment):\n    '''record a payment in the ledger'''\n",
+    "docs/payments.md": "Failed payments are retried with exponential backoff.\n",
+}
+REVISIONS = ("rev1", "rev2", "rev3")
+
+
+@pytest.fixture
+def revisions(tmp_path: Path, hash_index: Index) -> Index:
+    tree = {f"{rev}/{rel}": text for rev in REVISIONS for rel, text in PROJECT.items()}
+    hash_index.update([write_tree(tmp_path / "repo", tree)])
+    return hash_index
+
+
+def places(hits: list[semsearch.Hit]) -> list[tuple[str, list[str]]]:
+    """Each hit's rel path and those of its copies."""
+    return [(hit.rel, [copy.rel for copy in hit.copies]) for hit in hits]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
+def test_copies_of_a_text_come_back_as_one_hit_listing_the_others(
+    revisions: Index, mode: Mode
+) -> None:
+    hits = revisions.search("retry a failed payment", k=5, mode=mode)
+    assert sorted(hit.rel.split("/", 1)[1] for hit in hits) == sorted(PROJECT)  # 5 texts
+    for hit in hits:
+        rev, rel = hit.rel.split("/", 1)
+        assert [copy.rel for copy in hit.copies] == [f"{r}/{rel}" for r in REVISIONS if r != rev]
+        assert hit.copy_count == 2
+        assert [(c.start_line, c.end_line, c.page) for c in hit.copies] == [
+            (hit.start_line, hit.end_line, None)
+        ] * 2
+        assert {c.path for c in hit.copies} == {f"{hit.folder_path}/{c.rel}" for c in hit.copies}
+    # each copy its own hit, as before: the best text three times first
+    every = revisions.search("retry a failed payment", k=5, mode=mode, all_copies=True)
+    assert len({hit.rel.split("/", 1)[1] for hit in every}) < 5
+    assert all(hit.copies == () and hit.copy_count == 0 for hit in every)
+
+
+def test_the_copy_in_src_represents_those_in_tests_and_third_party(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    text = "def throttle(requests, per_second):\n    '''limit requests per second'''\n"
+    tree = {"tests/fixtures/throttle.py": text, "third_party/lib/throttle.py": text}
+    hash_index.update([write_tree(tmp_path / "lib", {**tree, "src/throttle.py": text})])
+    for mode in ("hybrid", "vector", "bm25"):
+        (hit,) = hash_index.search("limit requests per second", k=1, mode=mode)  # type: ignore[arg-type]
+        assert places([hit]) == [("src/throttle.py", sorted(tree))], mode
+        assert hit.priors == ()  # the priors of the copy shown, not of the others
+
+
+def test_copies_are_listed_within_the_search_filters(revisions: Index) -> None:
+    hits = revisions.search("retry a failed payment", k=5, exclude="rev3/")
+    assert all(hit.copy_count == 1 for hit in hits)
+    assert all(not copy.rel.startswith("rev3/") for hit in hits for copy in hit.copies)
+    (hit,) = revisions.search("retry a failed payment", k=1, glob="rev2/**")
+    assert (hit.rel.split("/")[0], hit.copies) == ("rev2", ())
+
+
+def test_copies_in_other_folders_are_listed_with_their_folder(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    block = "def handler(event):\n    '''dispatch the webhook event'''\n    return event\n"
+    one = write_tree(tmp_path / "one", {"hooks.py": block})
+    two = write_tree(tmp_path / "two", {"app/hooks.py": block})
+    hash_index.update([one, two])
+    (hit,) = hash_index.search("dispatch the webhook event", k=1, mode="bm25")
+    assert (hit.folder, hit.rel, hit.start_line) == ("one", "hooks.py", 1)
+    assert [c.as_json() for c in hit.copies] == [
+        {
+            "filePath": str(two / "app/hooks.py"),
+            "folder": "two",
+            "relPath": "app/hooks.py",
+            "startLine": 1,
+            "endLine": 3,
+            "page": None,
+        }
+    ]
+
+
+def test_an_arm_full_of_copies_is_read_deeper_for_k_distinct_texts(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    """A test file in 250 revisions fills both arms' pools (200 chunks each for k=5) with one
+    text: the arms are read deeper, and the other four places still come back."""
+    copied = "def test_retry():\n    assert retry_payment(charge) == 'retry payment'\n"
+    tree = {f"rev{n:03}/tests/test_retry.py": copied for n in range(250)}
+    others = {
+        f"src/m{n}.py": f"def retry_{n}(payment):\n    return payment {n}\n" for n in range(4)
+    }
+    hash_index.update([write_tree(tmp_path / "repo", {**tree, **others})])
+    for mode in ("hybrid", "vector", "bm25"):
+        hits = hash_index.search("retry payment", k=5, mode=mode)  # type: ignore[arg-type]
+        (copied_hit,) = [hit for hit in hits if hit.rel.endswith("tests/test_retry.py")]
+        assert sorted(h.rel for h in hits if h is not copied_hit) == sorted(others), mode
+        assert copied_hit.copy_count == 249, mode
+        assert len(copied_hit.copies) == copies.COPIES_LISTED
+
+
+# Real code with no two chunks alike: the modules of semsearch's search and store packages.
+SOURCES = sorted(
+    path
+    for package in ("search", "store")
+    for path in (Path(semsearch.__file__).parent / package).rglob("*.py")
+    if path.name != "__init__.py"
+)
+SOURCE_QUERIES = [
+    "reciprocal rank fusion of the arms",
+    "how are copies collapsed",
+    "parse_header",
+    "open the store",
+    "vectors in memory refreshed when the generation changes",
+    "damaged index",
+    "LanceStore",
+    "text_hash",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
+def test_without_copies_collapsing_changes_no_hit(
+    tmp_path: Path, hash_index: Index, settings: Settings, mode: Mode
+) -> None:
+    files = {path.name: path.read_text(encoding="utf-8") for path in SOURCES}
+    hash_index.update([write_tree(tmp_path / "code", files)])
+    store = open_store(settings.store_backend, settings.store_path)
+    texts = [row.text for row in store.chunks([int(i) for i in store.chunk_ids()])]
+    store.close()
+    assert len(texts) == len(set(texts)) > 300  # no copies
+    for query in SOURCE_QUERIES:
+        for k in (1, 5, 20):
+            hits = hash_index.search(query, k=k, mode=mode)
+            assert hits == hash_index.search(query, k=k, mode=mode, all_copies=True), (query, k)
+            assert hits, (query, k)

@@ -26,7 +26,15 @@ from semsearch.errors import (
     ModelMismatchError,
     StoreError,
 )
-from semsearch.store import ChunkRecord, FileWrite, Store, open_store, write_lock
+from semsearch.store import (
+    ChunkPlace,
+    ChunkRecord,
+    FileWrite,
+    Store,
+    open_store,
+    text_hash,
+    write_lock,
+)
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import SCHEMA_VERSION, TABLES_SQL
 from semsearch.store.sqlite.store import SqliteStore
@@ -147,6 +155,27 @@ def test_vectors_come_back_in_id_order(store: Store) -> None:
     assert list(later_ids) == [ids[2]] and later.shape == (1, 4)
     refs = {r.id: r.rel for r in store.file_refs().values()}
     assert [refs[int(f)] for f in file_ids] == ["x.md", "x.md", "y.md"]
+
+
+def test_chunk_places_by_id_and_by_text_hash(store: Store) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "x.md", ["alpha", "beta"])])
+    store.write_files([file_write(folder, "y.md", ["gamma", "alpha"])])
+    x, y = sorted(store.file_refs(), key=lambda f: store.file_refs()[f].rel)
+    ids = [int(i) for i in store.chunk_ids()]
+    alpha = text_hash("alpha")
+    expected = [
+        ChunkPlace(ids[0], x, alpha, 1, 1, None),
+        ChunkPlace(ids[1], x, text_hash("beta"), 2, 2, None),
+        ChunkPlace(ids[2], y, text_hash("gamma"), 1, 1, None),
+        ChunkPlace(ids[3], y, alpha, 2, 2, None),
+    ]
+    assert store.chunk_places([ids[3], 10**9, ids[0]]) == [expected[3], expected[0]]
+    assert store.chunk_places([]) == []
+    assert store.text_places([alpha, text_hash("delta")]) == [expected[0], expected[3]]
+    assert store.text_places(["not a hash'; --"]) == store.text_places([]) == []
+    store.delete_files(folder, ["x.md"])
+    assert store.text_places([alpha]) == [expected[3]]
 
 
 def test_replace_and_delete_keep_fts_in_step(store: Store) -> None:

@@ -40,13 +40,26 @@ from semsearch.cli.output import (
     rebuild_json,
     watch_line,
 )
-from semsearch.config import MODES, Settings, load_settings
+from semsearch.cli.remote import (
+    TOOL_MAX_CONTEXT_LINES,
+    TOOL_MAX_K,
+    ServedHit,
+    ServedLines,
+    ServedPassage,
+    connect,
+    is_on_disk,
+)
+from semsearch.config import DEFAULT_SERVE_PORT, MODES, Location, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
 from semsearch.process import configure_process
+from semsearch.service import STATUS_URI, running_server
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
     from semsearch.index import Index
     from semsearch.indexing.report import IndexReport
+    from semsearch.search.hits import Hit
+    from semsearch.search.passage import Passage
+    from semsearch.service import ServerRecord
     from semsearch.store import LockHolder
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -70,6 +83,26 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
     return value
 
 
@@ -204,7 +237,37 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--explain", action="store_true", help="show each hit's arm ranks and ranking priors"
     )
+    search.add_argument(
+        "--all-copies",
+        action="store_true",
+        help="list each copy of a text as its own hit (default: one hit, its copies under it)",
+    )
     sub.add_parser("mcp", help="run the MCP stdio server")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the MCP tools over HTTP on this machine: a warm process for MCP clients, "
+        "which search, cat and status use too",
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_SERVE_PORT,
+        metavar="N",
+        help="TCP port (default: %(default)s; 0: any free port)",
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on (default: %(default)s, this machine only); another one lets "
+        "other machines reach it, with a warning",
+    )
+    serve.add_argument(
+        "--idle-exit",
+        type=_minutes,
+        metavar="MINUTES",
+        help="stop after MINUTES without a request (default: run until stopped)",
+    )
     move = sub.add_parser("move", help="give a moved folder's index to its new path")
     move.add_argument("old", metavar="OLD", help="the folder's name or old path (may be gone)")
     move.add_argument("new", metavar="NEW", help="the folder's new path (a directory)")
@@ -416,6 +479,14 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(f"index         {settings.store_path}  ({settings.store_backend})")
     print(f"model         {model}")
     print(f"ignore file   {settings.global_ignore_file} (+ {settings.ignore_file} in each folder)")
+    if settings.serve_token:
+        print("serve token   from SS_SERVE_TOKEN")
+    else:
+        made = "" if settings.serve_token_file.exists() else "  (made by `semsearch serve`)"
+        print(f"serve token   {settings.serve_token_file}{made}")
+    server = running_server(settings)
+    if server is not None:
+        print(f"server        {server.describe()}")
     roots = [str(r) for r in settings.roots] or ["(none configured)"]
     print(f"folders       {roots[0]}")
     for root in roots[1:]:
@@ -424,16 +495,31 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    """``status [--check]``"""
-    index = _index(settings)
-    if args.check:
-        return _check(index, settings)
-    try:
-        status = index.status()
-    finally:
-        index.close()
+    """``status [--check]``; without ``--check``, answered by a running server when one serves
+    this index."""
+    status = None if args.check else _status_served(settings)
+    if status is None:
+        index = _index(settings)
+        if args.check:
+            return _check(index, settings)
+        try:
+            status = index.status().as_json()
+        finally:
+            index.close()
     print_status(status, args.json)
     return EXIT_OK
+
+
+def _status_served(settings: Settings) -> dict[str, Any] | None:
+    """``status --json`` from the status resource of a server running for this index; None to
+    make it here (no server, an error, a folder name the server cannot send as it is)."""
+    remote = connect(settings)
+    text = None if remote is None else remote.read(STATUS_URI)
+    if text is None:
+        return None
+    status: dict[str, Any] = json.loads(text)
+    shown = [row["path"] for row in status["folders"] if row["exists"]]
+    return status if is_on_disk(shown) else None
 
 
 def _check(index: Index, settings: Settings) -> int:
@@ -503,7 +589,7 @@ def _rebuild(index: Index, settings: Settings, progress: Progress, args: argpars
     return EXIT_FAIL if report.run.failed else EXIT_OK
 
 
-def _say_waiting(index_path: Path) -> Callable[[LockHolder], None]:
+def _say_waiting(index_path: Location) -> Callable[[LockHolder], None]:
     """Tell stderr at once that this run waits for the one holding the writer lock."""
 
     def say(holder: LockHolder) -> None:
@@ -561,30 +647,21 @@ def _dry_run(index: Index, roots: list[Path] | None, as_json: bool) -> int:
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    """``search QUERY``"""
+    """``search QUERY``: answered by a running server when one serves this index (see
+    :func:`_search_served`), else here."""
     query = " ".join(args.query)
     mode = args.mode or settings.default_mode
     context = 0 if args.full and args.context is None else args.context
     _check_search_output(args, context)
-    index = _index(settings, one_shot=mode != "bm25")  # bm25 needs no model
-    try:
-        hits = index.search(
-            query,
-            k=args.k,
-            folder=args.folder,
-            glob=args.glob,
-            mode=args.mode,
-            exclude=args.exclude,
-            min_score=args.min_score,
-        )
-        passages = None if context is None else index.passages(hits, context)
-        pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
-    finally:
-        index.close()
+    if args.json and not args.files_only:  # each hit's ranks and priors: the library's Hit
+        found, _, pending = _search_here(args, settings, query, None)
+        rows = [hit.as_json() for hit in found]
+        print(json_text({"results": rows, "chunksPending": pending}))
+        return EXIT_OK
+    served = None if args.explain else _search_served(args, settings, query, context)
+    hits, passages, pending = served or _search_here(args, settings, query, context)
     if args.json:
-        rows = file_rows(hits) if args.files_only else [hit.as_json() for hit in hits]
-        key = "files" if args.files_only else "results"
-        print(json_text({key: rows, "chunksPending": pending}))
+        print(json_text({"files": file_rows(hits), "chunksPending": pending}))
         return EXIT_OK
     if not hits:
         floor = "" if args.min_score is None else f" scoring at least {args.min_score:g}"
@@ -603,6 +680,80 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             print_hits(hits, args.explain, query if args.explain and uses_model else None, marker)
     print_pending(pending, mode)
     return EXIT_OK
+
+
+def _search_here(
+    args: argparse.Namespace, settings: Settings, query: str, context: int | None
+) -> tuple[list[Hit], list[Passage] | None, int]:
+    """The hits, their passages (with ``-C``/``--full``) and the chunks waiting for vectors,
+    from this process."""
+    mode = args.mode or settings.default_mode
+    index = _index(settings, one_shot=mode != "bm25")  # bm25 needs no model
+    try:
+        hits = index.search(
+            query,
+            k=args.k,
+            folder=args.folder,
+            glob=args.glob,
+            mode=args.mode,
+            exclude=args.exclude,
+            min_score=args.min_score,
+            all_copies=args.all_copies,
+        )
+        passages = None if context is None else index.passages(hits, context)
+        pending = index.pending_vectors(args.folder) if mode != "bm25" else 0
+    finally:
+        index.close()
+    return hits, passages, pending
+
+
+def _search_served(
+    args: argparse.Namespace, settings: Settings, query: str, context: int | None
+) -> tuple[list[ServedHit], list[ServedPassage] | None, int] | None:
+    """What :func:`_search_here` gives, from the ``search`` tool of a server running for this
+    index (the ``gather`` tool with ``-C``/``--full``); None to search here instead: no server,
+    more results or context lines than the tools give, a cut text, or a tool error (the error is
+    then reported as this process words it)."""
+    k = settings.top_k if args.k is None else args.k
+    if k > TOOL_MAX_K or (context is not None and context > TOOL_MAX_CONTEXT_LINES):
+        return None
+    remote = connect(settings)
+    if remote is None:
+        return None
+    folder = args.folder
+    if folder is not None:
+        from semsearch.files.folders import is_folder_name  # ~2 ms: only with --folder
+
+        if not is_folder_name(folder):  # a path: the server has another working directory
+            folder = os.path.join(os.getcwd(), os.path.expanduser(folder))
+    given = {
+        "query": query,
+        "k": k,
+        "folder": folder,
+        "pathGlob": args.glob,
+        "exclude": args.exclude,
+        "mode": args.mode,
+        "minScore": args.min_score,
+        "allCopies": args.all_copies or None,
+    }
+    arguments = {name: value for name, value in given.items() if value is not None}
+    if context is None:
+        content = remote.call("search", arguments)
+    else:
+        content = remote.call("gather", {**arguments, "contextLines": context})
+    if content is None or content["truncated"]:
+        return None
+    rows = content["results"]
+    named = [row["filePath"] for row in rows]
+    named += [copy["filePath"] for row in rows for copy in row.get("copies", ())]
+    if not is_on_disk(named):
+        return None
+    hits = [ServedHit.from_json(row) for row in rows]
+    passages = None
+    if context is not None:
+        passages = [ServedPassage.from_json(row["passage"]) for row in rows]
+    mode = args.mode or settings.default_mode
+    return hits, passages, content.get("chunksPending", 0) if mode != "bm25" else 0
 
 
 def _check_search_output(args: argparse.Namespace, context: int | None) -> None:
@@ -629,6 +780,38 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     if sys.stdin.isatty():  # a person, not a client, started it
         print(MCP_ON_A_TERMINAL, file=sys.stderr, flush=True)
     serve(args.index, warned=settings.warnings)
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """``serve``: the MCP tools over HTTP until interrupted, or idle for ``--idle-exit``."""
+    from semsearch.mcp.http import is_loopback, serve  # the MCP SDK loads only for this command
+
+    if not is_loopback(args.host):
+        print(
+            f"semsearch: warning: listening on {args.host}, not only on this machine: anyone "
+            "who can reach it and has the token can search and read your folders.",
+            file=sys.stderr,
+        )
+
+    def ready(record: ServerRecord) -> None:
+        token = record.token_file or "SS_SERVE_TOKEN"
+        print(
+            f"semsearch: serving {settings.store_path} at {record.url} (bearer token in "
+            f"{token}); Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    serve(
+        args.index,
+        settings,
+        args.host,
+        args.port,
+        idle_minutes=args.idle_exit,
+        warned=settings.warnings,
+        on_ready=ready,
+    )
     return EXIT_OK
 
 
@@ -682,15 +865,33 @@ def _line_range(target: str) -> tuple[str, int | None, int | None]:
 def cmd_cat(args: argparse.Namespace, settings: Settings) -> int:
     """``cat PATH[:FROM[-TO]]``: a file of a configured folder, as the indexer reads it."""
     path, first, last = _line_range(args.target)
+    full = os.path.abspath(os.path.expanduser(path))
+    served = _lines_served(settings, full, first, last)
+    if served is not None:
+        print_lines(served, args.number)
+        return EXIT_OK
     index = _index(settings)
     try:
-        lines = index.read_lines(
-            os.path.abspath(os.path.expanduser(path)), first, last, is_capped=False
-        )
+        lines = index.read_lines(full, first, last, is_capped=False)
     finally:
         index.close()
     print_lines(lines, args.number)
     return EXIT_OK
+
+
+def _lines_served(
+    settings: Settings, path: str, first: int | None, last: int | None
+) -> ServedLines | None:
+    """The lines from the ``cat_file`` tool of a server running for this index; None to read
+    them here: no server, an error, or more than the tool's 256 KiB (``cat`` has no cap)."""
+    remote = connect(settings)
+    if remote is None:
+        return None
+    given = {"filePath": path, "startLine": first, "endLine": last}
+    content = remote.call("cat_file", {name: v for name, v in given.items() if v is not None})
+    if content is None or content["truncated"]:
+        return None
+    return ServedLines.from_json(content)
 
 
 def cmd_move(args: argparse.Namespace, settings: Settings) -> int:
@@ -723,6 +924,7 @@ COMMANDS: dict[str, Any] = {
     "index": cmd_index,
     "search": cmd_search,
     "mcp": cmd_mcp,
+    "serve": cmd_serve,
     "move": cmd_move,
     "grep": cmd_grep,
     "cat": cmd_cat,

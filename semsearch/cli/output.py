@@ -15,15 +15,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:  # the library loads inside the commands (see commands._index)
     from semsearch.files.grep import GrepMatch, GrepResult
     from semsearch.indexing.pipeline import FileEvent
     from semsearch.indexing.plan import FolderPlan
-    from semsearch.indexing.report import IndexReport, RebuildReport, Status
-    from semsearch.search.hits import Hit
-    from semsearch.search.passage import LineRange, Passage
+    from semsearch.indexing.report import IndexReport, RebuildReport
     from semsearch.store import IndexCheck
 
 SNIPPET_CHARS = 100  # a one-line result shows this much of its chunk
@@ -31,6 +29,91 @@ MARK_START, MARK_END = "\x1b[1;31m", "\x1b[0m"  # a query word on a terminal: bo
 PROGRESS_INTERVAL = 0.1  # seconds between redraws of the live line (unless chunks were written)
 ETA_AFTER = 1.0  # seconds of a pass before its rate is trusted for an ETA
 VECTOR_ACTIONS = ("embedding", "embedded")  # the events of the second pass (FileEvent)
+
+
+# What the printers read of a result. A search run in this process gives them the library's
+# objects (Hit, Passage, LineRange); one answered by a running server (.remote) gives them the
+# same fields read from the tools' structured content, without loading the library.
+
+
+class ShownCopy(Protocol):
+    """Another place of a hit's text (:class:`~semsearch.search.hits.Copy`)."""
+
+    @property
+    def folder(self) -> str: ...
+    @property
+    def folder_path(self) -> str: ...
+    @property
+    def rel(self) -> str: ...
+    @property
+    def start_line(self) -> int: ...
+    @property
+    def page(self) -> int | None: ...
+
+
+class ShownHit(Protocol):
+    """A search hit (:class:`~semsearch.search.hits.Hit`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def folder(self) -> str: ...
+    @property
+    def folder_path(self) -> str: ...
+    @property
+    def rel(self) -> str: ...
+    @property
+    def start_line(self) -> int: ...
+    @property
+    def end_line(self) -> int: ...
+    @property
+    def page(self) -> int | None: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def vector_rank(self) -> int | None: ...
+    @property
+    def lexical_rank(self) -> int | None: ...
+    @property
+    def definition_rank(self) -> int | None: ...
+    @property
+    def named_rank(self) -> int | None: ...
+    @property
+    def priors(self) -> tuple[str, ...]: ...
+    @property
+    def cosine_rank(self) -> int | None: ...
+    @property
+    def path_cosine(self) -> float | None: ...
+    @property
+    def coherence(self) -> float | None: ...
+    @property
+    def copies(self) -> Sequence[ShownCopy]: ...
+    @property
+    def copy_count(self) -> int: ...
+
+
+class ShownPassage(Protocol):
+    """The lines shown for a hit (:class:`~semsearch.search.passage.Passage`)."""
+
+    @property
+    def first_line(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def note(self) -> str: ...
+
+
+class ShownLines(Protocol):
+    """A file's line range (:class:`~semsearch.search.passage.LineRange`)."""
+
+    @property
+    def first_line(self) -> int: ...
+    @property
+    def last_line(self) -> int: ...
+    @property
+    def text(self) -> str: ...
 
 
 def plural(count: int, word: str) -> str:
@@ -158,43 +241,54 @@ def print_check(check: IndexCheck) -> None:
     )
 
 
-def _when(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "never"
+def _when(stamp: str | None) -> str:
+    """A ``status --json`` time (ISO 8601, UTC) as local time to the minute."""
+    if not stamp:
+        return "never"
+    from datetime import datetime  # ~1 ms: only status prints a time
+
+    seconds = datetime.fromisoformat(stamp).timestamp()
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
 
 
-def print_status(status: Status, as_json: bool = False) -> None:
-    """``status``: the index, then every configured or indexed folder."""
+def print_status(status: dict[str, Any], as_json: bool = False) -> None:
+    """``status``: the index, then every configured or indexed folder. ``status`` is
+    :meth:`~semsearch.indexing.report.Status.as_json`, the shape a running server sends too."""
     if as_json:
-        print(json.dumps(status.as_json(), indent=2, ensure_ascii=False))
+        print(json.dumps(status, indent=2, ensure_ascii=False))
         return
-    if status.exists:
-        model = f"{status.model[0]} (dim {status.model[1]})" if status.model else "none yet"
-        print(f"index         {status.index_path}  ({status.size_bytes / 1e6:.1f} MB)")
-        print(f"model         {model}")
+    exists, path = status["indexExists"], status["indexPath"]
+    if exists:
+        model = status["model"]
+        shown = f"{model['id']} (dim {model['dim']})" if model else "none yet"
+        print(f"index         {path}  ({status['sizeBytes'] / 1e6:.1f} MB)")
+        print(f"model         {shown}")
     else:
-        print(f"index         {status.index_path}  (not created yet: run `semsearch index`)")
-    print(f"folders       {len(status.folders)}")
-    if status.exists:
-        print(f"files         {status.files}")
-        print(f"skipped       {status.skipped}")
-        print(f"errors        {status.errors}")
-        print(f"chunks        {status.chunks}")
-        if status.chunks_pending:
-            print(f"pending       {plural(status.chunks_pending, 'chunk')} waiting for vectors")
-    for row in status.folders:
-        info = row.info
-        missing = "" if Path(info.path).is_dir() else "  (missing on disk)"
-        unconfigured = "" if info.is_configured else "  (not configured)"
-        print(f"  {info.name}  {info.path}{missing}{unconfigured}")
-        if not row.is_indexed:
+        print(f"index         {path}  (not created yet: run `semsearch index`)")
+    print(f"folders       {len(status['folders'])}")
+    if exists:
+        print(f"files         {status['files']}")
+        print(f"skipped       {status['skipped']}")
+        print(f"errors        {status['errors']}")
+        print(f"chunks        {status['chunks']}")
+        if status["chunksPending"]:
+            pending = plural(status["chunksPending"], "chunk")
+            print(f"pending       {pending} waiting for vectors")
+    for row in status["folders"]:
+        missing = "" if row["exists"] else "  (missing on disk)"
+        unconfigured = "" if row["configured"] else "  (not configured)"
+        print(f"  {row['name']}  {row['path']}{missing}{unconfigured}")
+        if not row["indexed"]:
             print("      not indexed yet: run `semsearch index`")
             continue
-        waiting = f" ({info.pending} waiting for vectors)" if info.pending else ""
+        waiting = f" ({row['chunksPending']} waiting for vectors)" if row["chunksPending"] else ""
         print(
-            f"      {plural(info.files, 'file')}  {row.skipped} skipped  "
-            f"{plural(row.errors, 'error')}  {info.chunks} chunks{waiting}  "
-            f"last indexed {_when(info.last_indexed)}  {row.changed} changed since"
+            f"      {plural(row['files'], 'file')}  {row['skipped']} skipped  "
+            f"{plural(row['errors'], 'error')}  {row['chunks']} chunks{waiting}  "
+            f"last indexed {_when(row['lastIndexed'])}  {row['changed']} changed since"
         )
+        if row.get("commit"):
+            print(f"      built from commit {row['commit']}")
 
 
 def print_pending(count: int, mode: str) -> None:
@@ -308,14 +402,14 @@ def grep_json(result: GrepResult) -> dict[str, object]:
     }
 
 
-def print_lines(lines: LineRange, is_numbered: bool) -> None:
+def print_lines(lines: ShownLines, is_numbered: bool) -> None:
     """``cat``: the lines as they are, or numbered as ``cat -n`` numbers them."""
     shown = lines.text.split("\n") if lines.last_line >= lines.first_line else []
     for number, line in enumerate(shown, start=lines.first_line):
         print(f"{number:>6}\t{line}" if is_numbered else line)
 
 
-def explain(hit: Hit) -> str:
+def explain(hit: ShownHit) -> str:
     """The ``--explain`` line under a hit: its arm ranks and priors."""
 
     def rank(value: int | None) -> str:
@@ -338,6 +432,24 @@ def explain(hit: Hit) -> str:
         parts.append(f"{COHERENCE_NOTE} +{hit.coherence:.2f}")
     parts.extend(hit.priors)
     return "     " + "  ·  ".join(parts)
+
+
+COPIES_SHOWN = 3  # copies named on the "also in" line under a hit
+
+
+def also_in(hit: ShownHit) -> str:
+    """The line under a hit whose text is in other places too: the first ``COPIES_SHOWN`` of
+    them (``folder/path:line`` for one in another folder) and how many more there are."""
+    shown = []
+    for copy in hit.copies[:COPIES_SHOWN]:
+        where = f"{quote_path(copy.rel)}:{copy.start_line}" + (
+            f" (p.{copy.page})" if copy.page else ""
+        )
+        if copy.folder_path != hit.folder_path:
+            where = f"{quote_path(copy.folder)}/{where}"
+        shown.append(where)
+    more = hit.copy_count - len(shown)
+    return "     also in: " + ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
 
 
 class Marker:
@@ -368,7 +480,7 @@ class Marker:
 
 
 def print_hits(
-    hits: list[Hit],
+    hits: Sequence[ShownHit],
     with_explain: bool = False,
     query: str | None = None,
     marker: Marker | None = None,
@@ -394,21 +506,24 @@ def print_hits(
         cells = [row[0].rjust(widths[0]), *(row[i].ljust(widths[i]) for i in (1, 2, 3))]
         snippet = " ".join(hit.text.split())[:SNIPPET_CHARS]
         print("  ".join([*cells, mark(snippet)]))
+        if hit.copies:
+            print(also_in(hit))
         if with_explain:
             print(explain(hit))
 
 
-def _row(number: int, hit: Hit, end_line: int | None = None) -> tuple[str, str, str, str]:
+def _row(number: int, hit: ShownHit, end_line: int | None = None) -> tuple[str, str, str, str]:
     """A result's number, folder, ``path:line`` (``path:first-last`` with ``end_line``, and the
-    PDF page) and score."""
+    PDF page) and score. The score is rounded to 6 places first, as JSON and the MCP tools give
+    it, so that a search answered by a server prints the same digits."""
     lines = f"{hit.start_line}" if end_line is None else f"{hit.start_line}-{end_line}"
     where = f"{quote_path(hit.rel)}:{lines}" + (f" (p.{hit.page})" if hit.page else "")
-    return str(number), hit.folder, where, f"{hit.score:.3f}"
+    return str(number), hit.folder, where, f"{round(hit.score, 6):.3f}"
 
 
 def print_passages(
-    hits: list[Hit],
-    passages: Sequence[Passage],
+    hits: Sequence[ShownHit],
+    passages: Sequence[ShownPassage],
     marker: Marker | None = None,
     with_explain: bool = False,
 ) -> None:
@@ -420,6 +535,8 @@ def print_passages(
             print()
         note = f"  ({passage.note})" if passage.note else ""
         print("  ".join(_row(number, hit, hit.end_line)) + note)
+        if hit.copies:
+            print(also_in(hit))
         if with_explain:
             print(explain(hit))
         lines = passage.text.split("\n")
@@ -429,7 +546,7 @@ def print_passages(
             print(f"{at:>{width}}{':' if is_chunk else '-'}{mark(line)}")
 
 
-def print_vimgrep(hits: list[Hit]) -> None:
+def print_vimgrep(hits: Sequence[ShownHit]) -> None:
     """``--vimgrep``: ``path:line:col:text`` per hit, the text being its first line (Vim's
     ``:cexpr``, VS Code and other editors jump to each)."""
     for hit in hits:
@@ -437,7 +554,7 @@ def print_vimgrep(hits: list[Hit]) -> None:
         print(f"{quote_path(hit.path)}:{hit.start_line}:1:{first}")
 
 
-def file_rows(hits: list[Hit]) -> list[dict[str, Any]]:
+def file_rows(hits: Sequence[ShownHit]) -> list[dict[str, Any]]:
     """``--files-only``: each file once, in the order of its best hit, with that hit's score."""
     rows: dict[str, dict[str, Any]] = {}
     for hit in hits:

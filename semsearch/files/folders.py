@@ -31,6 +31,7 @@ class FolderInfo:
     chunks: int = 0
     last_indexed: float | None = None
     pending: int = 0  # chunks still waiting for their vector
+    commit: str | None = None  # the git commit its last complete index run read, if any
 
 
 def is_folder_name(target: str) -> bool:

@@ -193,6 +193,19 @@ def _run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
         raise _GitFailure(f"git could not be run ({exc.strerror or exc})") from exc
 
 
+def head_commit(root: Path) -> str | None:
+    """The commit checked out in the git work tree holding ``root`` (``git rev-parse HEAD``),
+    or None (no git, no work tree, no commit yet)."""
+    if not _has_git_marker(root):
+        return None
+    try:
+        proc = _run_git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    except _GitFailure:
+        return None
+    commit = proc.stdout.decode("ascii", "replace").strip()
+    return commit if proc.returncode == 0 and commit else None
+
+
 def _git_error(proc: subprocess.CompletedProcess[bytes]) -> _GitFailure:
     lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
     detail = lines[0].removeprefix("fatal: ") if lines else f"exit status {proc.returncode}"

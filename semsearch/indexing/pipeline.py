@@ -35,7 +35,7 @@ from semsearch.files.access import read_failure, read_file_bytes
 from semsearch.files.extract import Extracted, extract, page_at
 from semsearch.files.filetype import is_binary_content, is_prose
 from semsearch.files.ignore import IgnoreSettings
-from semsearch.files.listing import FileEntry, Listing, list_files
+from semsearch.files.listing import FileEntry, Listing, head_commit, list_files
 from semsearch.model.embedder import Embedder
 from semsearch.store import ChunkRecord, FileState, FileWrite, Store, text_hash
 from semsearch.text.chunking import ChunkSettings, chunk_text
@@ -224,11 +224,15 @@ class Indexer:
         while batch := self._store.pending_paths(EMBED_BATCH, folder_ids):
             file_ids, rels = zip(*batch, strict=True)
             code = [at for at, rel in enumerate(rels) if not is_prose(rel)]
-            texts = [name_text(rels[at]) for at in code]
-            embedded = self._embedder.embed(texts) if code else None
-            if embedded is not None:
-                self._store.set_model(self._embedder.model_id, int(embedded.shape[1]))
-                self.paths_embedded += len(code)
+            # the same rel in several folders (copies of a tree) is one text for the model
+            texts = list(dict.fromkeys(name_text(rels[at]) for at in code))
+            embedded = None
+            if code:
+                distinct = self._embedder.embed(texts)
+                self._store.set_model(self._embedder.model_id, int(distinct.shape[1]))
+                self.paths_embedded += len(texts)
+                row_of = {text: row for row, text in enumerate(texts)}
+                embedded = distinct[[row_of[name_text(rels[at])] for at in code]]
             stored = self._store.model()
             if stored is None:
                 break  # documents only, and no model recorded to size their zero vectors
@@ -288,7 +292,8 @@ class Indexer:
         self._flush(run, name)
         deleted = self._prune(run, name)
         if not truncated:
-            self._store.mark_indexed(run.folder_id)
+            commit = head_commit(listing.root) if listing.mode == "git" else None
+            self._store.mark_indexed(run.folder_id, commit)
         return FolderReport(
             path=str(root),
             name=name,

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from semsearch.config import Location
 from semsearch.files.folders import FolderInfo
 from semsearch.indexing.pipeline import FolderReport
 from semsearch.store.base import IndexCheck
@@ -101,6 +102,7 @@ class FolderStatus:
             "chunks": info.chunks,
             "chunksPending": info.pending,
             "lastIndexed": utc_stamp(info.last_indexed),
+            "commit": info.commit,
             "changed": self.changed,
         }
 
@@ -109,7 +111,7 @@ class FolderStatus:
 class Status:
     """The index at a glance; ``folders`` are the configured ones, then those only indexed."""
 
-    index_path: Path
+    index_path: Location
     exists: bool
     size_bytes: int
     model: tuple[str, int] | None

@@ -18,7 +18,8 @@ from typing_extensions import NotRequired, TypedDict
 from semsearch.config import DEFAULT_TOP_K, MODES, Mode
 from semsearch.files.folders import FolderInfo
 from semsearch.files.grep import GrepResult
-from semsearch.search.hits import Hit
+from semsearch.search.copies import COPIES_LISTED
+from semsearch.search.hits import Copy, Hit
 from semsearch.search.passage import Gathered, LineRange, Passage
 
 MAX_K = 50
@@ -142,6 +143,13 @@ MinScore = Annotated[
     WithJsonSchema({"type": "number"}),
     Field(description="Leave out the hits scoring below this (scores run from 0 to 1)"),
 ]
+AllCopies = Annotated[
+    OptionalFlag,
+    Field(
+        description="List each copy of a text (the same chunk in several files) as its own "
+        "result; by default a result lists its copies in copies"
+    ),
+]
 KParam = Annotated[TopK, Field(description=f"Number of results (default {DEFAULT_TOP_K})")]
 """The k parameter of search and gather."""
 
@@ -152,6 +160,28 @@ class FileJson(TypedDict):
     filePath: Annotated[str, Field(description="Absolute path of the file")]
     folder: Annotated[str, Field(description="Name of the configured folder")]
     relPath: Annotated[str, Field(description="Path relative to the folder")]
+
+
+class CopyJson(FileJson):
+    """Another place of a result's text."""
+
+    startLine: Annotated[int, Field(description="First line of the copy (1-based)")]
+    endLine: Annotated[int, Field(description="Last line of the copy (inclusive)")]
+    page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
+
+
+CopiesField = Annotated[
+    list[CopyJson],
+    Field(
+        description=(
+            "Other places holding the same text (present when there are some; at most "
+            f"{COPIES_LISTED}, by path): copies collapsed into this result"
+        )
+    ),
+]
+CopyCountField = Annotated[
+    int, Field(description="How many other places hold the same text (all of them)")
+]
 
 
 class HitJson(FileJson):
@@ -171,6 +201,8 @@ class HitJson(FileJson):
         ),
     ]
     text: Annotated[str, Field(description="The chunk's text")]
+    copies: NotRequired[CopiesField]
+    copyCount: NotRequired[CopyCountField]
 
 
 # The freshness flag of search and gather (see docs/mcp.md, "Freshness").
@@ -215,6 +247,8 @@ class GatherHitJson(FileJson):
     endLine: Annotated[int, Field(description="Last line of the chunk (inclusive)")]
     page: NotRequired[Annotated[int, Field(description="PDF page (PDFs only)")]]
     score: Annotated[float, Field(description="Relevance from 0 to 1, as search reports it")]
+    copies: NotRequired[CopiesField]
+    copyCount: NotRequired[CopyCountField]
     passage: PassageJson
 
 
@@ -316,6 +350,17 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     }
     if hit.page is not None:
         row["page"] = hit.page
+    if hit.copies:
+        row["copies"] = [_copy_json(copy) for copy in hit.copies]
+        row["copyCount"] = hit.copy_count
+    return row
+
+
+def _copy_json(copy: Copy) -> dict[str, Any]:
+    """A place of a hit's copy (:class:`CopyJson`)."""
+    row = copy.as_json()
+    if row["page"] is None:
+        del row["page"]
     return row
 
 
@@ -397,6 +442,8 @@ def folder_json(folder: FolderInfo) -> dict[str, Any]:
     if folder.last_indexed:
         stamp = datetime.fromtimestamp(folder.last_indexed, tz=timezone.utc)
         row["lastIndexed"] = stamp.isoformat(timespec="seconds")
+    if folder.commit:
+        row["commit"] = folder.commit
     return row
 
 

@@ -1,4 +1,5 @@
-"""The ``semsearch mcp`` server: six tools over stdio, a thin adapter over the library.
+"""The ``semsearch mcp`` server: six tools over stdio (and over HTTP, :mod:`.http`), a thin
+adapter over the library; and the index's status as a resource (``semsearch://status``).
 
 Tools (the original tool's names and parameter names): ``search``, ``gather``, ``list_folders``,
 ``cat_file``, ``grep`` and ``index``. Every call re-reads the settings, so folders added or removed
@@ -32,6 +33,8 @@ from typing import Annotated, Any, ParamSpec
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -48,6 +51,7 @@ from semsearch.mcp.schema import (
     HIT_TEXT_CHARS,
     MAX_GREP_RESULTS,
     MAX_K,
+    AllCopies,
     ContextLines,
     ExcludeParam,
     FolderParam,
@@ -76,6 +80,7 @@ from semsearch.mcp.schema import (
     trim_report,
 )
 from semsearch.search.hits import Hit
+from semsearch.service import STATUS_URI
 
 logger = logging.getLogger("semsearch.mcp")
 INDEXING_NOTE = "_Indexing is under way: results may miss the latest changes._\n\n"
@@ -145,6 +150,7 @@ class Scope:
     exclude: list[str] | None
     mode: Mode | None
     min_score: float | None
+    all_copies: bool = False
 
 
 class Tools:
@@ -191,6 +197,7 @@ class Tools:
             exclude=scope.exclude,
             mode=scope.mode,
             min_score=scope.min_score,
+            all_copies=scope.all_copies,
         )
 
     @_reported
@@ -203,6 +210,7 @@ class Tools:
         exclude: ExcludeParam = None,
         mode: ModeParam = None,
         minScore: MinScore = None,
+        allCopies: AllCopies = False,
     ) -> Annotated[CallToolResult, SearchOutput]:
         """Search the indexed files by meaning (hybrid: embeddings + BM25 keywords; mode picks
         one of them alone).
@@ -211,10 +219,12 @@ class Tools:
         inclusive line range, PDF page, score and text. Read more of a file with cat_file.
         chunksPending counts chunks not embedded yet, found by words only until then.
         pathGlob and exclude scope it to some paths (gitignore-style globs relative to the
-        folder); filters that match no indexed path are an error saying so.
+        folder); filters that match no indexed path are an error saying so. The same text in
+        several files (copies, checkouts at several revisions) is one result listing the other
+        places in copies; allCopies lists each as its own result.
         """
         index, indexing = self._fresh(self.settings())
-        scope = Scope(folder, pathGlob, exclude, mode, minScore)
+        scope = Scope(folder, pathGlob, exclude, mode, minScore, bool(allCopies))
         hits = self._search(index, query, k, scope)
         results = [hit_json(hit) for hit in hits]
         cut = any(len(hit.text) > HIT_TEXT_CHARS for hit in hits)
@@ -236,6 +246,7 @@ class Tools:
         exclude: ExcludeParam = None,
         mode: ModeParam = None,
         minScore: MinScore = None,
+        allCopies: AllCopies = False,
     ) -> Annotated[CallToolResult, GatherOutput]:
         """Search like `search`, formatted as one markdown block to drop into a context window.
 
@@ -245,7 +256,7 @@ class Tools:
         structured content has the same results: each hit and the passage shown for it.
         """
         index, indexing = self._fresh(self.settings())
-        scope = Scope(folder, pathGlob, exclude, mode, minScore)
+        scope = Scope(folder, pathGlob, exclude, mode, minScore, bool(allCopies))
         hits = self._search(index, query, k, scope)
         gathered = index.gather(hits, contextLines or 0)
         pending = index.pending_vectors(folder or None)
@@ -261,13 +272,14 @@ class Tools:
         """List the configured folders: name, absolute path, whether each exists, files and
         chunks indexed. A good first call to learn what can be searched."""
         settings = self.settings()
-        rows = [folder_json(folder) for folder in self._indexes.get(settings).folders()]
+        index = self._indexes.get(settings)
+        rows = [folder_json(folder) for folder in index.folders()]
         payload: dict[str, Any] = {
             "folders": rows,
             "indexPath": str(settings.store_path),
-            "indexExists": settings.store_path.exists(),
+            "indexExists": index.generation() is not None,
         }
-        if not settings.roots:
+        if not settings.roots and not settings.is_remote:  # a remote index brings its folders
             payload["hint"] = "No folders configured: run `semsearch add PATH` in a terminal."
         elif not payload["indexExists"]:
             payload["hint"] = "Nothing indexed yet: call the index tool."
@@ -315,6 +327,16 @@ class Tools:
         )
         result = self._indexes.get(self.settings()).grep(options, folder, DEFAULT_TIMEOUT)
         return _grep_report(result, options)
+
+    def status(self) -> str:
+        """The index file, its model and size, then every configured or indexed folder with its
+        files, skipped files, errors, chunks, last run and files changed since (JSON, the same
+        as `semsearch status --json`)."""
+        try:
+            status = self._indexes.get(self.settings()).status()
+        except SemsearchError as exc:
+            raise ResourceError(str(exc)) from exc
+        return json.dumps(readable(status.as_json()), indent=2, ensure_ascii=False)
 
     async def index(
         self,
@@ -391,7 +413,8 @@ TOOLS: tuple[tuple[str, str, bool], ...] = (
 
 
 def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServer:
-    """The MCP server with the six tools (names, titles and annotations in :data:`TOOLS`)."""
+    """The MCP server with the six tools (names, titles and annotations in :data:`TOOLS`) and
+    the index's status as a resource (:data:`STATUS_URI`)."""
     tools = tools or Tools(index_flag)
     registered: list[Tool] = []
     for name, title, read_only in TOOLS:
@@ -414,11 +437,20 @@ def build_server(index_flag: str | None, tools: Tools | None = None) -> MCPServe
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
         registered.append(tool)
+    status = FunctionResource.from_function(
+        tools.status,
+        uri=STATUS_URI,
+        name="status",
+        title="Index status",
+        description=inspect.cleandoc(tools.status.__doc__ or ""),
+        mime_type="application/json",
+    )
     return MCPServer(
         "semsearch",
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=registered,
+        resources=[status],
         extensions=[ArgumentCheck(registered)],
         log_level="WARNING",
     )

@@ -8,11 +8,14 @@ the reported score is then divided by the largest product of raising priors the 
 (:func:`~.ranking.best_prior`, 1 + the largest coherence share among them), so it stays
 in [0, 1] and the order is the priors' order. In ``vector`` mode the score is the cosine
 similarity times the priors, not rescaled. The priors and the choice of the top k hits are
-:mod:`semsearch.search.hits`'s.
+:mod:`semsearch.search.hits`'s. Chunks of one text in several places are collapsed into one
+hit that lists the others, before the top k is chosen (:mod:`semsearch.search.copies`), unless
+``all_copies`` is asked for.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -27,6 +30,7 @@ from semsearch.errors import ModelMismatchError, NoMatchingFilesError, UsageErro
 from semsearch.files.filetype import is_prose
 from semsearch.files.gitignore import PatternList
 from semsearch.model.embedder import Embedder
+from semsearch.search.copies import CopyLister, Places, collapse, widened
 from semsearch.search.derived import per_refs
 from semsearch.search.hits import Candidate, Files, Hit, assemble, read_ahead
 from semsearch.search.named_files import named_files
@@ -57,6 +61,7 @@ from semsearch.text.lexical import LexicalQuery, lexical_query
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
 _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
+_WIDENED = frozenset(["vector", "bm25"])  # arms read deeper when copies fill them (copies.widened)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class SearchOptions:
     relative to its folder (:class:`~semsearch.files.gitignore.PatternList`): a file is searched
     when it matches one of the ``globs`` (any file when there is none; a glob starting with "!"
     excludes instead) and none of ``exclude``. ``min_score`` drops the hits scoring below it.
+    ``all_copies`` gives each copy of a text its own hit instead of one hit listing the others.
     """
 
     k: int = DEFAULT_TOP_K
@@ -76,6 +82,7 @@ class SearchOptions:
     rrf_k: int = RRF_K
     exclude: tuple[str, ...] = ()
     min_score: float | None = None
+    all_copies: bool = False
 
 
 def rrf(
@@ -207,9 +214,11 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
+    places = None if options.all_copies or not store.has_copies() else Places(store)
     lexical: Future[LexicalArms] | None = None
     if options.mode != "vector":
-        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed)
+        collapsing = places is not None
+        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed, collapsing)
     arms: dict[str, list[int]] = {}
     nearest: list[tuple[int, float]] = []
     path_cosine: dict[int, float] = {}
@@ -220,6 +229,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         if use_vectors:
             vector = embedder.embed_query(embedding_text(query))
             nearest = store.nearest(vector, pool, allowed)
+            if places is not None:
+                deeper = functools.partial(store.nearest, vector, file_ids=allowed)
+                nearest = widened(deeper, nearest, _first, pool, places)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
                 arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
@@ -232,8 +244,22 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             answer = lexical.result()
             arms.update(answer.arms)
             defined = answer.defined
+            if places is not None and answer.places is not None:
+                places.merge(answer.places)
+    copies_of = None
+    if places is not None:
+        places.read(cid for ranking in arms.values() for cid in ranking)
+        collapsed = collapse(arms, places, refs, info, options.rrf_k)
+        arms = {
+            name: collapsed.ranked(ranking, pool if name in _WIDENED else None)
+            for name, ranking in arms.items()
+        }
+        nearest = collapsed.scored(nearest)
+        copies_of = CopyLister(store, places, refs, allowed)
     if options.mode == "vector":
-        hits = assemble(store, info, options.k, dict(nearest), arms, rescale=False)
+        hits = assemble(
+            store, info, options.k, dict(nearest), arms, rescale=False, copies_of=copies_of
+        )
         return _at_least(hits, options.min_score)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
     used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
@@ -258,7 +284,17 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     shown = {**arms, "cosine": [cid for cid, _ in nearest]}
     files = None if owners is None else Files(owners, refs)
     hits = assemble(
-        store, info, options.k, scores, shown, path_cosine, shares, known, files, defined
+        store,
+        info,
+        options.k,
+        scores,
+        shown,
+        path_cosine,
+        shares,
+        known,
+        files,
+        defined,
+        copies_of=copies_of,
     )
     return _at_least(hits, options.min_score)
 
@@ -271,22 +307,46 @@ def _at_least(hits: list[Hit], min_score: float | None) -> list[Hit]:
 @dataclass(frozen=True)
 class LexicalArms:
     """The lexical worker's answer: its arms, and the chunks that define a queried name (the
-    definitions arm's, when they are all of them; None when more may)."""
+    definitions arm's, when they are all of them; None when more may); the places it read
+    (when copies collapse)."""
 
     arms: dict[str, list[int]]
     defined: frozenset[int] | None
+    places: Places | None = None
 
 
 def _lexical_arms(
-    store: Store, query: str, info: QueryInfo, pool: int, file_ids: list[int] | None
+    store: Store,
+    query: str,
+    info: QueryInfo,
+    pool: int,
+    file_ids: list[int] | None,
+    collapsing: bool = False,
 ) -> LexicalArms:
-    """The BM25 arm, and the definitions arm when the query names a symbol."""
+    """The BM25 arm, and the definitions arm when the query names a symbol. When copies
+    collapse (``collapsing``), the BM25 arm is read deep enough to hold ``pool`` distinct
+    texts, with places of its own (the caller's belong to its thread)."""
     words = lexical_query(query)
     arms = {"bm25": store.lexical(words, pool, file_ids) if words else []}
+    places = None
+    if collapsing and words:
+        places = Places(store)
+        deeper = functools.partial(store.lexical, words, file_ids=file_ids)
+        arms["bm25"] = widened(deeper, arms["bm25"], _itself, pool, places)
     defined: frozenset[int] | None = frozenset()  # a query naming nothing: no chunk defines it
     if info.names:
         arms["definitions"], defined = _definitions(store, info, file_ids)
-    return LexicalArms(arms, defined)
+    return LexicalArms(arms, defined, places)
+
+
+def _first(pair: tuple[int, float]) -> int:
+    """The chunk id of a (chunk id, score) pair."""
+    return pair[0]
+
+
+def _itself(chunk_id: int) -> int:
+    """A ranking's item is its chunk id."""
+    return chunk_id
 
 
 def _named_arm(

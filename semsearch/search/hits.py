@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,35 @@ Scored = tuple[float, ChunkRow, list[tuple[str, float]]]  # ... and its score wi
 
 
 @dataclass(frozen=True)
+class Copy:
+    """Another place of a hit's text: a chunk of the same text in another file, or elsewhere in
+    the same one (see :mod:`semsearch.search.copies`)."""
+
+    path: str
+    folder: str
+    folder_path: str
+    rel: str
+    start_line: int
+    end_line: int
+    page: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape shared by the CLI and the MCP server."""
+        return {
+            "filePath": self.path,
+            "folder": self.folder,
+            "relPath": self.rel,
+            "startLine": self.start_line,
+            "endLine": self.end_line,
+            "page": self.page,
+        }
+
+
+CopiesOf = Callable[[Sequence[ChunkRow]], dict[int, tuple[tuple[Copy, ...], int]]]
+"""Chunk id → (its copies as listed, how many there are), for the chosen rows that have copies."""
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result: a chunk of a file, with where it came from and why it ranked."""
 
@@ -60,6 +90,8 @@ class Hit:
     cosine_rank: int | None = None  # the chunk's own cosine rank, before the file lift
     path_cosine: float | None = None  # the query's cosine with the file's path vector
     coherence: float | None = None  # file coherence: the share of the best fused score added
+    copies: tuple[Copy, ...] = ()  # the other places of the same text, by path (some of them)
+    copy_count: int = 0  # how many other places hold the same text (all of them)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
@@ -79,6 +111,8 @@ class Hit:
             "definitionRank": self.definition_rank,
             "namedRank": self.named_rank,
             "priors": list(self.priors),
+            "copies": [copy.as_json() for copy in self.copies],
+            "copyCount": self.copy_count,
             "text": self.text,
         }
 
@@ -95,13 +129,15 @@ def assemble(
     files: Files | None = None,
     defined: frozenset[int] | None = None,
     rescale: bool = True,
+    copies_of: CopiesOf | None = None,
 ) -> list[Hit]:
     """The top k hits (``path_cosine``: file id → the path term's cosine; ``shares``: chunk id →
     its file coherence share; both shown by ``--explain``); with ``rescale``, each score is
     divided by the largest product of raising priors among them (:func:`best_prior`).
     ``known``: candidates read already (:func:`read_ahead`); ``files``: the fused chunks'
     files, which let :func:`candidates` leave out the rows that cannot reach the top k;
-    ``defined``: every chunk that defines a queried name, when known (none is parsed then)."""
+    ``defined``: every chunk that defines a queried name, when known (none is parsed then);
+    ``copies_of``: the copies of the chosen rows (none listed without)."""
     order = sorted(scores, key=lambda cid: -scores[cid])[: max(k * CANDIDATES_PER_K, CANDIDATES)]
     shares = shares or {}
     evaluated = candidates(store, info, k, order, scores, known or {}, files, shares, defined)
@@ -109,6 +145,7 @@ def assemble(
     ceiling = best_prior(raising) if rescale else 1.0
     ranks = {name: {cid: at for at, cid in enumerate(ranked, 1)} for name, ranked in arms.items()}
     path_cosine = path_cosine or {}
+    copies = {} if copies_of is None or not picked else copies_of([row for _, row, _ in picked])
     return [
         _hit(
             row,
@@ -117,6 +154,7 @@ def assemble(
             notes,
             path_cosine.get(row.file_id),
             shares.get(row.id),
+            copies.get(row.id, ((), 0)),
         )
         for score, row, notes in picked
     ]
@@ -271,6 +309,7 @@ def _hit(
     priors: tuple[str, ...],
     path_cosine: float | None,
     coherence: float | None,
+    copies: tuple[tuple[Copy, ...], int],
 ) -> Hit:
     path = row.folder_path.rstrip("/") + "/" + row.rel
     return Hit(
@@ -291,4 +330,6 @@ def _hit(
         cosine_rank=ranks.get("cosine"),
         path_cosine=path_cosine,
         coherence=coherence,
+        copies=copies[0],
+        copy_count=copies[1],
     )

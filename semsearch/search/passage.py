@@ -16,6 +16,7 @@ ends the last line rather than starting another.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -108,7 +109,8 @@ def gather_block(hits: Sequence[Hit], context_lines: int, locator: Locator) -> s
     """The hits as one markdown block of at most :data:`TEXT_CAP_BYTES` ("No results." if none).
 
     Each hit is a header ``### [i/n]  folder  ·  path  ·  line N  ·  score S`` (plus the PDF
-    page and a fallback note when there is one) and its :func:`read_passage` text in a fence.
+    page and a fallback note when there is one; a line naming its copies when it has some,
+    :func:`copies_line`) and its :func:`read_passage` text in a fence.
     """
     return gather(hits, context_lines, locator).text
 
@@ -147,6 +149,8 @@ def read_passage(hit: Hit, context_lines: int, locator: Locator) -> Passage:
         located = locator.locate(hit.path)
         lines = split_lines(read_text(located.entry, locator.ignore).text)
     except (SemsearchError, OSError):
+        if not os.path.isdir(hit.folder_path):  # an index built on another machine
+            return Passage(hit.start_line, stored, "indexed text (folder not on this machine)")
         return Passage(hit.start_line, stored, "indexed text (file not readable)")
     if stored not in "\n".join(lines[hit.start_line - 1 : hit.end_line]):
         return Passage(hit.start_line, stored, "indexed text (file changed since indexing)")
@@ -165,7 +169,21 @@ def format_section(number: int, count: int, hit: Hit, passage: Passage) -> str:
         parts.append(passage.note)
     fence = fence_for(passage.text)
     header = f"### [{number}/{count}]  " + "  ·  ".join(parts)
+    if hit.copies:
+        header += "\n" + copies_line(hit)
     return f"{header}\n{fence}\n{passage.text}\n{fence}"
+
+
+def copies_line(hit: Hit) -> str:
+    """The line under a gather header naming the other places of the hit's text: ``also in:``
+    and each as ``folder  ·  rel/path  ·  line N``, with how many more when not all are listed."""
+    places = [
+        f"{copy.folder}  ·  {copy.rel}  ·  line {copy.start_line}"
+        + (f"  ·  page {copy.page}" if copy.page is not None else "")
+        for copy in hit.copies
+    ]
+    more = hit.copy_count - len(places)
+    return "also in: " + "; ".join(places) + (f" (+{more} more)" if more > 0 else "")
 
 
 def fence_for(text: str) -> str:

@@ -45,6 +45,9 @@ DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the def
 NAMED_WEIGHT = 0.3
 NAMED_MAX = 10
 DEFINITION_BOOST = 1.3  # a chunk defining a queried symbol
+# ... when the query is that one name (`JoinSet`, `Rails::Engine`): the definition comes first,
+# above the files that use or re-export it, whatever their other priors.
+NAME_DEFINITION_BOOST = 4.0
 DEFINES_NOTE = "defines a queried symbol"  # how that prior is named in a hit's priors
 # The n-th chunk of one file x FILE_DECAY**(n-1): the top results spread over files.
 FILE_DECAY = 0.25
@@ -71,7 +74,7 @@ _PRIVATE_PART = re.compile(r"_[a-z]", re.IGNORECASE)  # a path part the "private
 # A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
 # "." or "::" inside it (or when the query is that one word).
 _IDENTIFIER_LIKE = re.compile(r"[A-Z_0-9$]|\.|::")
-_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
+_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|\\)[A-Za-z_$][\w$]*)*")
 
 # (label, path pattern, query words that lift the penalty, factor)
 _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
@@ -172,6 +175,8 @@ class QueryInfo:
     names: tuple[str, ...]
     qualifiers: tuple[frozenset[str], ...]  # per name: lower-cased parts before it (std.mem.eql)
     public_folders: frozenset[str] | None = None
+    is_name: bool = False  # the query is one identifier, qualified or not (`a::B`, `A\B`)
+    is_question: bool = False  # its first word asks (`how`, `where`…): see _QUESTION_WORDS
 
 
 def query_info(query: str) -> QueryInfo:
@@ -184,11 +189,15 @@ def query_info(query: str) -> QueryInfo:
     )
     qualified: dict[str, set[str]] = {}
     for symbol in symbols:
-        *qualifiers, name = symbol.replace("::", ".").split(".")
+        *qualifiers, name = symbol.replace("::", ".").replace("\\", ".").split(".")
         if len(name) > 1 and name.lower() not in STOP_WORDS:
             qualified.setdefault(name, set()).update(q.lower() for q in qualifiers)
+    # PHP writes a fully qualified name with a leading backslash (`\Monolog\Logger`)
+    is_name = bool(qualified) and bool(_QUERY_WORD.fullmatch(query.strip().lstrip("\\")))
+    parts = tuple(frozenset(q) for q in qualified.values())
+    first = query.split(maxsplit=1)[0].lower().strip(_WORD_EDGES) if query.strip() else ""
     return QueryInfo(
-        words, terms, tuple(qualified), tuple(frozenset(q) for q in qualified.values())
+        words, terms, tuple(qualified), parts, is_name=is_name, is_question=first in _QUESTION_WORDS
     )
 
 
@@ -266,7 +275,7 @@ def names_file(rel: str, info: QueryInfo) -> bool:
 def defines_queried(rel: str, text: str, info: QueryInfo) -> bool:
     """True when the chunk defines a queried name; a qualified name (``std.mem.eql``) counts only
     in a file whose stem or folders hold one of its qualifiers (``mem.zig``)."""
-    defined = set(_definitions_of(text, info.names))
+    defined = set(_definitions_of(rel, text, info.names, info.is_name))
     if not defined:
         return False
     folders = set(path_terms(rel))
@@ -277,13 +286,65 @@ def defines_queried(rel: str, text: str, info: QueryInfo) -> bool:
     )
 
 
-def _definitions_of(text: str, names: tuple[str, ...]) -> list[str]:
+def _definitions_of(rel: str, text: str, names: tuple[str, ...], strict: bool) -> list[str]:
     """The queried ``names`` the text defines. Definitions are one line each, so only the lines
-    that hold a name are parsed: the full parse of 60 candidates cost more than the search."""
+    that hold a name are parsed: the full parse of 60 candidates cost more than the search.
+    With ``strict`` (a query that is one name), a line that only declares what is defined
+    elsewhere does not count (:func:`_declares_only`): the definition itself comes first."""
     if not any(name in text for name in names):
         return []
-    lines = [line for line in text.splitlines() if any(name in line for name in names)]
-    return [name for name in definitions("\n".join(lines)) if name in names]
+    is_c = rel.rsplit(".", 1)[-1].lower() in _C_EXTENSIONS
+    found: list[str] = []
+    at = 0
+    for line in text.splitlines(keepends=True):
+        if any(name in line for name in names):
+            for name in definitions(line):
+                if name not in names or name in found:
+                    continue
+                if not strict or not _declares_only(line, name, text[at:], is_c):
+                    found.append(name)
+        at += len(line)
+    return found
+
+
+_C_EXTENSIONS = frozenset(
+    ["c", "h", "cc", "cpp", "cxx", "hpp", "hh", "hxx", "ipp", "inl", "m", "mm"]
+)
+# Rust's `impl Trait for Type` implements the trait for the type: it defines neither.
+_IMPL_FOR = re.compile(r"[ \t]*(?:unsafe[ \t]+)?impl\b[^{;]*?[ \t]for[ \t]")
+# C and C++: a type named after its keyword (`struct Curl_easy`); only a body or a base class list
+# after the name defines it: not a forward declaration (`struct foo;`) nor a variable or a
+# parameter of that type (`struct Curl_easy *data`).
+_C_TYPE = re.compile(r"\b(?:class|struct|union|enum)[ \t]+(?:class[ \t]+|struct[ \t]+)?(\w+)")
+_C_TYPE_BODY = re.compile(r"[ \t]*(?:final\b[ \t]*)?(?:\{|:(?!:)|\r?\n[ \t]*\{)")
+_PROTOTYPE_SCAN = 400  # characters after a C name in which its body or its `;` shows
+
+
+def _declares_only(line: str, name: str, rest: str, is_c: bool) -> bool:
+    """Whether ``line`` (``rest``: the text from that line on) only declares ``name``, defined
+    elsewhere: a Rust ``impl Trait for Type``; in C and C++, a type named without its body
+    (a forward declaration, a variable of that type) or a function's prototype (its parameter
+    list followed by ``;`` before any ``{``), so the function's body in the ``.c`` file ranks
+    above its prototype in the header."""
+    if _IMPL_FOR.match(line):
+        return True
+    if not is_c:
+        return False
+    for typed in _C_TYPE.finditer(line):
+        if typed.group(1) == name:
+            return _C_TYPE_BODY.match(rest, typed.end()) is None
+    named = re.search(rf"\b{re.escape(name)}[ \t]*\(", rest[: len(line)])
+    if named is None:
+        return False
+    depth = 0
+    for char in rest[named.end() - 1 : named.end() + _PROTOTYPE_SCAN]:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and char in "{;":
+            return char == ";"
+    return False
 
 
 # Lines that only bring in or pass on names defined elsewhere: imports, re-exports, `use`,
@@ -327,9 +388,15 @@ def chunk_priors(
     if defines is None:
         defines = bool(info.names) and defines_queried(rel, text, info)
     if info.names and defines:
-        priors.append((DEFINES_NOTE, DEFINITION_BOOST))
+        priors.append((DEFINES_NOTE, definition_boost(info)))
     priors.extend(path_priors(rel, info))
     return priors
+
+
+def definition_boost(info: QueryInfo) -> float:
+    """The factor of a chunk that defines a queried name: ``NAME_DEFINITION_BOOST`` when the
+    query is that name alone, ``DEFINITION_BOOST`` when it names it among other words."""
+    return NAME_DEFINITION_BOOST if info.is_name else DEFINITION_BOOST
 
 
 def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
@@ -341,6 +408,8 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
         priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
     if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
         priors.append((FOLDER_NOTE, FOLDER_BOOST))
+    if info.is_question and not info.words & _DOC_WORDS and _is_documentation(rel):
+        priors.append((DOCUMENTATION_NOTE, DOCUMENTATION_FACTOR))
     for label, lifted_by, factor in _path_kinds(rel):
         if label == "private" and not _is_private_beside_public(rel, info.public_folders):
             continue
@@ -348,6 +417,32 @@ def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
             priors.append((f"{label} file", factor))
             break
     return priors
+
+
+# A question ("how does the retry work", "where is the encoding guessed") asks for the code that
+# does it: a changelog, release notes or a manual page, which mention every feature in passing,
+# rank below the code, unless the question asks for them ("what changed in 2.32"). A document
+# on one topic keeps its rank: where no code does what is asked (a retry policy written down
+# only in `docs/retry.md`), it is the answer.
+DOCUMENTATION_FACTOR = 0.7
+DOCUMENTATION_NOTE = "changelog or manual, for a question"
+_DOC_WORDS_TEXT = (
+    "doc docs documentation documented readme changelog changes history release releases news "
+    "notes changed manual man upgrade upgrading migration"
+)
+_DOC_WORDS = frozenset(_DOC_WORDS_TEXT.split())
+_CHANGELOG = re.compile(
+    r"(^|/)(change_?log|changes|history|news|release[_-]?notes|releases?)"
+    r"(\.(md|markdown|rst|txt|adoc))?$"
+    r"|(^|/)(changes|changelog\.d|newsfragments)/|(^|/)man[1-9]?/[^/]+\.[1-9][a-z]*$"
+)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _is_documentation(rel: str) -> bool:
+    """A changelog (``CHANGELOG``, ``HISTORY.md``, ``NEWS.rst``, towncrier's ``changes/*``) or a
+    manual page (``man/man1/pyenv.1``)."""
+    return bool(_CHANGELOG.search(rel.lower()))
 
 
 def public_python_folders(rels: Iterable[str]) -> frozenset[str]:
@@ -384,7 +479,7 @@ def prior_ceiling(rel: str, info: QueryInfo, defines: bool | None = None) -> flo
     (``defines``: whether it defines a queried name, None when not known)."""
     ceiling = math.prod(factor for _, factor in path_priors(rel, info))
     if info.names and defines is not False:
-        ceiling *= max(DEFINITION_BOOST, 1.0)
+        ceiling *= max(definition_boost(info), 1.0)
     return ceiling * max(REEXPORT_FACTOR, 1.0)
 
 

@@ -9,9 +9,13 @@ check, and setting it aside).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from semsearch.config import Location
 from semsearch.store.base import (
+    ChunkPlace,
     ChunkRecord,
     ChunkRow,
     FileRef,
@@ -23,11 +27,15 @@ from semsearch.store.base import (
     model_mismatch_message,
     text_hash,
 )
-from semsearch.store.lock import LockHolder, is_writable, write_lock
+from semsearch.store.lease import write_lease
+from semsearch.store.lock import LockHolder
+from semsearch.store.lock import is_writable as _is_writable
+from semsearch.store.lock import write_lock as _write_lock
 from semsearch.store.repair import check_index, has_index, set_aside
 from semsearch.store.sqlite.store import SqliteStore
 
 __all__ = [
+    "ChunkPlace",
     "ChunkRecord",
     "ChunkRow",
     "FileRef",
@@ -49,7 +57,7 @@ __all__ = [
 ]
 
 
-def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
+def open_store(backend: str, path: Location, *, create: bool = False) -> Store:
     """The store of a backend (``sqlite`` or ``lancedb``) at ``path``.
 
     Raises ``IndexMissingError`` when there is no index at ``path`` and ``create`` is false,
@@ -61,4 +69,27 @@ def open_store(backend: str, path: Path, *, create: bool = False) -> Store:
         from semsearch.store.lance.store import LanceStore
 
         return LanceStore(path, create=create)
+    assert isinstance(path, Path), "config refuses an object store for SQLite"
     return SqliteStore(path, create=create)
+
+
+@contextlib.contextmanager
+def write_lock(
+    path: Location, wait_seconds: float, on_wait: Callable[[LockHolder], None] | None = None
+) -> Iterator[None]:
+    """Hold the writer lock of the index at ``path``: the lock file beside a local index
+    (:func:`semsearch.store.lock.write_lock`), the lease object of one on object storage
+    (:func:`semsearch.store.lease.write_lease`)."""
+    held = (
+        _write_lock(path, wait_seconds, on_wait)
+        if isinstance(path, Path)
+        else write_lease(path, wait_seconds, on_wait)
+    )
+    with held:
+        yield
+
+
+def is_writable(path: Location) -> bool:
+    """Whether this process may change the index at ``path`` (on object storage only a write
+    tells: assumed)."""
+    return _is_writable(path) if isinstance(path, Path) else True

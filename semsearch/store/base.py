@@ -11,11 +11,11 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
+from semsearch.config import Location, RemoteLocation
 from semsearch.errors import IndexDamagedError
 from semsearch.text.lexical import LexicalQuery
 
@@ -35,6 +35,7 @@ class Folder:
     files: int
     chunks: int
     pending: int = 0  # chunks still waiting for their vector
+    commit: str | None = None  # the git commit its last complete index run read, if any
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,19 @@ class ChunkRow:
     text: str
 
 
+class ChunkPlace(NamedTuple):
+    """Where a stored chunk is, and the hash of its text (:func:`text_hash`): chunks of one
+    text in several places are copies of each other. A named tuple, not a frozen dataclass: a
+    search reads hundreds, and a frozen dataclass takes ~8 µs each to make (a tuple ~0.5)."""
+
+    id: int
+    file_id: int
+    text_hash: str
+    start_line: int
+    end_line: int
+    page: int | None
+
+
 @dataclass(frozen=True)
 class FileRef:
     """A file's id, folder and relative path (the search filter works on these)."""
@@ -143,8 +157,16 @@ class Store(Protocol):
     reused. Every write may raise ``StoreError`` when the index cannot be written.
     """
 
-    path: Path  # where the index lives, for messages
     needs_model_first: bool  # chunks can be written only after set_model (LanceDB's schema)
+
+    @property
+    def path(self) -> Location:
+        """Where the index lives, for messages."""
+
+    def sync(self) -> None:
+        """See every write committed so far by any process; a writer calls it once it holds the
+        lock. Nothing to do where every read sees the latest commit (SQLite, a local LanceDB
+        folder); an index on object storage otherwise looks at most once a query."""
 
     def generation(self) -> int:
         """A number that changes with every committed write, by any process, and never repeats.
@@ -250,8 +272,9 @@ class Store(Protocol):
         ``old_path`` is unknown or the same as ``new_path``).
         """
 
-    def mark_indexed(self, folder_id: int) -> None:
-        """Stamp the folder with the time of its last complete index run."""
+    def mark_indexed(self, folder_id: int, commit: str | None = None) -> None:
+        """Stamp the folder with the time of its last complete index run and the git commit
+        it read (None: not a git checkout)."""
 
     def clear_chunks(self) -> None:
         """Drop every file and chunk and forget the model (a rebuild), keeping the folders."""
@@ -291,6 +314,18 @@ class Store(Protocol):
         """Stored chunks by id, in the order asked; unknown ids are left out. Safe to call
         while the lexical arm runs in another thread (like :meth:`nearest`)."""
 
+    def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
+        """The places of stored chunks by id, in the order asked; unknown ids are left out.
+        Safe to call while the lexical arm runs in another thread (like :meth:`nearest`)."""
+
+    def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
+        """The places of every stored chunk whose text hash is one of ``hashes``, by chunk id
+        (copies of one text: search lists them under the hit they collapse into)."""
+
+    def has_copies(self) -> bool:
+        """False only when the store knows that no two chunks hold one text: search then skips
+        looking up copies."""
+
     def maintain(self) -> None:
         """Bring derived indexes up to date; run after every index run and folder removal."""
 
@@ -301,20 +336,33 @@ class Store(Protocol):
         """Release the store's connections; the object is not used afterwards."""
 
 
-def model_mismatch_message(path: Path, stored: str, current: str) -> str:
+COMMIT_KEY = "folder_commit.{}"  # the meta key of a folder's commit (by its id)
+
+
+def model_mismatch_message(path: Location, stored: str, current: str) -> str:
     """The message for an index built with another model."""
+    if isinstance(path, RemoteLocation):  # built elsewhere (CI): rebuilding here is no answer
+        return (
+            f"The index {path} was built with model {stored}, but this semsearch uses "
+            f"{current}: its scores would be wrong. Search it with the semsearch version (and "
+            "modelDir/modelVariant) that built it, or rebuild it with this one."
+        )
     return (
         f"The index {path} was built with model {stored}, but the configured model is {current}. "
         "Rebuild it with `semsearch index --force`, or point --index at another file."
     )
 
 
-def damaged_error(path: Path, problem: str) -> IndexDamagedError:
+def damaged_error(path: Location, problem: str) -> IndexDamagedError:
     """The error for an index that SQLite or LanceDB cannot read (``problem`` says why)."""
-    message = (
-        f"The index {path} is damaged: {problem}. Run `semsearch index --rebuild` to set it "
-        "aside (it is kept, renamed) and index the configured folders again."
-    )
+    if isinstance(path, RemoteLocation):  # an object store renames nothing: no --rebuild
+        advice = "Index into a new prefix and point readers at it (then delete this one)."
+    else:
+        advice = (
+            "Run `semsearch index --rebuild` to set it aside (it is kept, renamed) and index "
+            "the configured folders again."
+        )
+    message = f"The index {path} is damaged: {problem}. {advice}"
     return IndexDamagedError(message, problem)
 
 
@@ -323,7 +371,7 @@ class IndexCheck:
     """What a full check of an index found (``status --check``): the checks it ran, and the
     problems (none when the index is sound)."""
 
-    path: Path
+    path: Location
     checks: tuple[str, ...]
     problems: tuple[str, ...]
 

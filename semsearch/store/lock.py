@@ -30,17 +30,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """The process holding the writer lock, as its lock file tells (None when unreadable)."""
+    """The process holding the writer lock, as its lock file tells (None when unreadable);
+    ``host`` names its machine when that may be another (the lease of an index on object
+    storage)."""
 
     pid: int | None
     started: float | None
+    host: str | None = None
 
     def describe(self) -> str:
-        """``pid 123, started 2026-12-01 10:02:03`` (or what of it is known)."""
+        """``pid 123, started 2026-12-01 10:02:03`` (or what of it is known), with ``on HOST``
+        after the pid when the host is known."""
         if self.pid is None or self.started is None:
             return "pid unknown"
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
-        return f"pid {self.pid}, started {stamp}"
+        where = f" on {self.host}" if self.host else ""
+        return f"pid {self.pid}{where}, started {stamp}"
 
 
 def is_writable(index_path: Path) -> bool:

@@ -13,6 +13,7 @@ import contextlib
 import time
 from pathlib import Path
 
+from semsearch.config import Location, RemoteLocation
 from semsearch.errors import IndexDamagedError, StoreError
 from semsearch.store.base import IndexCheck
 from semsearch.store.lance import is_index_folder
@@ -24,20 +25,26 @@ from semsearch.store.sqlite.schema import is_index_file
 COMPANIONS = ("-wal", "-shm", "-journal")
 
 
-def has_index(backend: str, path: Path) -> bool:
+def has_index(backend: str, path: Location) -> bool:
     """Whether an index is at ``path``, damaged or not. A zero-byte file (what an index run
-    stopped before its first commit leaves) or an empty LanceDB folder is none yet."""
+    stopped before its first commit leaves) or an empty LanceDB folder is none yet; on object
+    storage, a prefix holding no table."""
+    if isinstance(path, RemoteLocation):
+        # an optional extra: loaded only when chosen
+        from semsearch.store.lance.store import has_tables
+
+        return has_tables(path)
     return is_index_folder(path) if backend == "lancedb" else is_index_file(path)
 
 
-def check_index(backend: str, path: Path) -> IndexCheck:
+def check_index(backend: str, path: Location) -> IndexCheck:
     """Read the whole index at ``path`` and say what is wrong with it (nothing when sound).
 
     SQLite: ``PRAGMA integrity_check``, FTS5's ``integrity-check`` and every row read back, in
     a child process (:mod:`semsearch.store.sqlite.check`). LanceDB: every table opened and read
     in full, and a full-text query. Neither writes to the index.
     """
-    if backend != "lancedb":
+    if isinstance(path, Path) and backend != "lancedb":
         steps, problems = check_file(path)
         return IndexCheck(path, steps, problems)
     # an optional extra: loaded only when chosen

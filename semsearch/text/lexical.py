@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "6"
+TERMS_VERSION = "8"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -42,14 +42,14 @@ _DEFINERS = (
     r"defmacrop?|defguardp?|defdelegate|defp?"
 )
 # Words that may stand before a definer (`public static`, `data class`, `sealed trait`,
-# `case class`, `@objc func`, `suspend fun`); `data`, `enum` and `const` are definers too, and the
-# regular expression backtracks when one stands alone (`data Value = …`).
+# `case class`, `@objc func`, `suspend fun`, TypeScript's `declare`); `data`, `enum` and `const`
+# are definers too, and the regular expression backtracks when one stands alone (`data Value = …`).
 _MODIFIERS = (
     r"export|default|pub(?:\([\w:]+\))?|async|static|public|private|protected|internal|inline|"
     r"extern|abstract|final|override|virtual|unsafe|local|readonly|sealed|open|case|implicit|"
     r"lazy|data|enum|value|inner|companion|suspend|operator|infix|tailrec|fileprivate|"
     r"mutating|convenience|required|indirect|partial|const|expect|actual|annotation|"
-    r"@[A-Za-z_][\w.]*(?:\([^)\n]*\))?|template\s*<[^>\n]*>"
+    r"@[A-Za-z_][\w.]*(?:\([^)\n]*\))?|template\s*<[^>\n]*>|declare"
 )
 # Words that can open a statement shaped like `TYPE NAME(`, so they are never a declared type.
 _NOT_TYPES = (
@@ -78,7 +78,7 @@ _QUALIFIED = rf"{_NAME}(?:(?:\.|::|:){_NAME})*"  # `M.load`, `Foo::Bar`, `M:meth
 # `defmodule Plug.SSL`); a typed member or C function, `[modifiers] TYPE NAME(` (`public static
 # String join(`, `absl::Status Foo::Bar(`); or, at the start of a line: `NAME =` / `NAME :=`, a
 # Haskell signature `name ::`, a shell `NAME() {`, or a C function whose return type stands on
-# the line above (`http_perhapsrewind(struct Curl_easy *data,`).
+# the line above (`http_perhapsrewind(struct Curl_easy *data,`); or a C macro (`#define NAME`).
 _DEFINITION = re.compile(
     rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?:{_DEFINERS})(?:\s+|(?=<))(?:<[^>\n]*>\s*)?"
     r"(?:\([^)\n]*\)\s*)?"
@@ -90,10 +90,11 @@ _DEFINITION = re.compile(
     r"|^(?P<signature>[a-z_][\w']*)[ \t]+::[ \t]"
     r"|^(?P<cfunc>[A-Za-z_]\w*)\((?:void\)|(?:const[ \t]+|struct[ \t]+|unsigned[ \t]+)*"
     r"[A-Za-z_]\w*[ \t*]+[*&]*[A-Za-z_]\w*[,)])"
-    r"|^(?:function[ \t]+)?(?P<shell>[A-Za-z_][\w-]*)[ \t]*\(\)[ \t]*\{",
+    r"|^(?:function[ \t]+)?(?P<shell>[A-Za-z_][\w-]*)[ \t]*\(\)[ \t]*\{"
+    rf"|^[ \t]*#[ \t]*define[ \t]+(?P<cmacro>{_NAME})",
     re.MULTILINE,
 )
-_GROUPS = ("keyword", "typed", "assigned", "signature", "cfunc", "shell")
+_GROUPS = ("keyword", "typed", "assigned", "signature", "cfunc", "shell", "cmacro")
 
 
 # What follows an assigned name when it only re-exports or imports something defined elsewhere:
@@ -115,8 +116,15 @@ def definitions(text: str) -> list[str]:
         name = next((match.group(g) for g in _GROUPS if match.group(g)), None)
         if not name or len(name) < 2 or _is_alias(text, match, name):
             continue
+        if match.group("keyword") and _MODULE_ALIAS.match(match.group()):
+            continue
         names[name] = None
     return list(names)
+
+
+# Elixir's `alias Ecto.Query` (or `alias Ecto.Query.{Builder, Planner}`) makes a module defined
+# elsewhere known by its last name: an import, not a definition.
+_MODULE_ALIAS = re.compile(r"[ \t]*alias[ \t]+[\w$]+\.")
 
 
 def _is_alias(text: str, match: re.Match[str], name: str) -> bool:

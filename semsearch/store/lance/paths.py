@@ -39,6 +39,7 @@ class PathVectors:
 
     _db: Any
     _paths: Any = None  # the paths table, once it exists
+    _paths_absent = False  # on object storage: found missing, not asked again until a sync
     _path_ids: tuple[int, frozenset[int]] = (-1, frozenset())
     _path_cache: tuple[int, dict[int, FloatArray | None]] | None = None
 
@@ -49,12 +50,28 @@ class PathVectors:
         """The (model id, dimension) the stored vectors were made with, if any."""
         raise NotImplementedError
 
+    def _open_if_there(self, name: str) -> Any:
+        raise NotImplementedError
+
+    @property
+    def _is_remote(self) -> bool:
+        raise NotImplementedError
+
     def _path_table(self, *, create: bool = False) -> Any:
-        if self._paths is None and "paths" in self._db.list_tables().tables:
-            self._paths = self._db.open_table("paths")
-        elif self._paths is None and create:
+        if self._paths is None and not self._paths_absent:
+            self._paths = self._open_if_there("paths")
+            self._paths_absent = self._paths is None and self._is_remote
+        if self._paths is None and create:
             self._paths = self._db.create_table("paths", schema=PATHS)
+            self._paths_absent = False
         return self._paths
+
+    def _sync_paths(self) -> None:
+        """Move the paths table on to its latest version, or look for it again
+        (``LanceStore.sync`` on object storage)."""
+        self._paths_absent = False
+        if self._paths is not None:
+            self._paths.checkout_latest()
 
     def path_version(self) -> int:
         """The paths table's version (0 before it exists): part of ``generation``."""

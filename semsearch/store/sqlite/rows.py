@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.store.base import ChunkRow, FloatArray, IdArray, damaged_error, listed_rel
+from semsearch.store.base import (
+    ChunkPlace,
+    ChunkRow,
+    FloatArray,
+    IdArray,
+    damaged_error,
+    listed_rel,
+)
 from semsearch.store.packed import PackedVectors, VectorBlock
 from semsearch.store.sqlite.blocks import (
     has_blocks_table,
@@ -106,6 +113,19 @@ class VectorReader:
         """Stored chunks by id, in the order asked; unknown ids are left out."""
         with self._lock:
             return read_chunks(self._conn, ids)
+
+    def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
+        """The places of chunks by id, in the order asked; unknown ids are left out."""
+        with self._lock:
+            found = read_places(self._conn, "id", [int(i) for i in ids])
+        by_id = {place.id: place for place in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
+        """The places of every chunk of these text hashes, by chunk id."""
+        with self._lock:
+            found = read_places(self._conn, "text_hash", list(set(hashes)))
+        return sorted(found, key=lambda place: place.id)
 
     def path_vectors(self, file_ids: Sequence[int]) -> dict[int, FloatArray]:
         """File id → path vector of those of ``file_ids`` that have one ({} in a read-only
@@ -211,6 +231,28 @@ def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict
             part,
         )
         found.update(rows.fetchall())
+    return found
+
+
+# The columns a place is read from, and the ones it may be looked up by (never user text).
+PLACE_COLUMNS = "id, file_id, text_hash, start_line, end_line, page"
+PLACE_KEYS = frozenset(["id", "text_hash"])
+
+
+def read_places(
+    conn: sqlite3.Connection, key: str, values: Sequence[int] | Sequence[str]
+) -> list[ChunkPlace]:
+    """The places of the chunks whose ``key`` column (``id`` or ``text_hash``, both indexed) is
+    one of ``values``, in no set order."""
+    assert key in PLACE_KEYS
+    found: list[ChunkPlace] = []
+    for start in range(0, len(values), 500):  # below SQLite's bound-parameter limit
+        part = list(values[start : start + 500])
+        rows = conn.execute(
+            f"SELECT {PLACE_COLUMNS} FROM chunks WHERE {key} IN ({','.join('?' * len(part))})",
+            part,
+        )
+        found.extend(ChunkPlace(*row) for row in rows)
     return found
 
 

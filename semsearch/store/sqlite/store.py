@@ -6,7 +6,8 @@ On-disk format (schema version 6, ``PRAGMA user_version``)::
         schema_version, model_id, dim, generation (bumped by every write), terms_version
         (the rules of the FTS ``terms`` and ``defines`` columns; see semsearch.text.lexical),
         packed_through (the last chunk id in a vector block), pack_epoch (changes when the
-        blocks are written anew)
+        blocks are written anew),
+        folder_commit.ID (the git commit folder ID's last complete run read, when a checkout)
     folders(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, last_indexed REAL)
         path: absolute path of the folder on the machine that indexed it
     files(id INTEGER PRIMARY KEY, folder_id -> folders ON DELETE CASCADE, rel TEXT,
@@ -65,6 +66,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,8 @@ import numpy as np
 
 from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
 from semsearch.store.base import (
+    COMMIT_KEY,
+    ChunkPlace,
     ChunkRow,
     FileRef,
     FileState,
@@ -237,6 +241,9 @@ class SqliteStore:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def sync(self) -> None:
+        """Nothing to do: every read sees the latest commit."""
+
     def generation(self) -> int:
         """Counter bumped by every committed write; readers compare it to refresh caches."""
         return read_generation(self._conn)
@@ -269,7 +276,10 @@ class SqliteStore:
             return int(row[0])
         with self._write() as conn:
             cursor = conn.execute("INSERT INTO folders(path, name) VALUES (?, ?)", (path, name))
-            return int(cursor.lastrowid or 0)
+            folder_id = int(cursor.lastrowid or 0)
+            # ids of removed folders come back: forget the commit one of them was built from
+            conn.execute("DELETE FROM meta WHERE key = ?", (COMMIT_KEY.format(folder_id),))
+            return folder_id
 
     def folders(self) -> list[Folder]:
         """Every folder in the index with file, chunk and pending-chunk counts."""
@@ -283,7 +293,12 @@ class SqliteStore:
             "   WHERE c.vector IS NULL AND +x.folder_id = f.id)"
             " FROM folders f ORDER BY f.path"
         ).fetchall()
-        return [Folder(*row) for row in rows]
+        commits = dict(
+            self._conn.execute("SELECT key, value FROM meta WHERE key LIKE 'folder_commit.%'")
+        )
+        return [
+            replace(Folder(*row), commit=commits.get(COMMIT_KEY.format(row[0]))) for row in rows
+        ]
 
     def file_states(self, folder_id: int) -> dict[str, FileState]:
         """rel → state for every file remembered under a folder."""
@@ -505,12 +520,18 @@ class SqliteStore:
         row = self._conn.execute("SELECT id FROM folders WHERE path = ?", (path,)).fetchone()
         return None if row is None else int(row[0])
 
-    def mark_indexed(self, folder_id: int) -> None:
-        """Stamp the folder with the time of its last complete index run."""
+    def mark_indexed(self, folder_id: int, commit: str | None = None) -> None:
+        """Stamp the folder with the time of its last complete index run and the git commit it
+        read (meta ``folder_commit.ID``; none when it is no git checkout)."""
         with self._write() as conn:
             conn.execute(
                 "UPDATE folders SET last_indexed = ? WHERE id = ?", (time.time(), folder_id)
             )
+            key = COMMIT_KEY.format(folder_id)
+            if commit is None:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                self._set_meta(key, commit)
 
     def clear_chunks(self) -> None:
         """Drop every file and chunk (a rebuild with another model), keeping folders."""
@@ -563,6 +584,21 @@ class SqliteStore:
         """Stored chunks by id, in the order asked, through the vector arm's connection (safe
         beside the lexical arm's thread)."""
         return self._vector_reader().chunks(ids)
+
+    def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
+        """The places of chunks by id, in the order asked, through the vector arm's connection
+        (safe beside the lexical arm's thread)."""
+        return self._vector_reader().chunk_places(ids)
+
+    def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
+        """The places of every chunk of these text hashes (the ``chunks_text_hash`` index finds
+        them), by chunk id."""
+        return self._vector_reader().text_places(hashes)
+
+    def has_copies(self) -> bool:
+        """Always maybe: the look-ups are local here (~5 ms at 25k chunks), and knowing would
+        cost a pass over every chunk per index run."""
+        return True
 
     def maintain(self) -> None:
         """Give the file's free pages back to the file system (after a removal or re-index).

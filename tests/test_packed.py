@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from semsearch.store import ChunkRecord, FileWrite
+from semsearch.store.packed import PackedVectors, VectorBlock, pack_block, prepacked_kernel
+from semsearch.store.scan import QUERY_LEVEL
 from semsearch.store.sqlite.schema import SCHEMA_VERSION
 from semsearch.store.sqlite.store import SqliteStore
 from tests.test_scan import DIM, queries, unit_rows
@@ -156,3 +161,158 @@ def test_an_index_of_the_previous_schema_opens_and_is_packed_by_its_next_run(
     assert blocks_of(path) == 300 // PACK
     assert [cid for cid, _ in store.nearest(query, 20, None)] == brute(store, files, query, 20)
     store.close()
+
+
+class BlockSource:
+    """An in-memory PackedSource: float32 vectors of chunks 1..n, the first ``packed`` of them
+    in blocks of ``rows``, the rest the tail; chunks can be deleted and added."""
+
+    def __init__(self, matrix: Any, rows: int, packed: int) -> None:
+        self.vectors_by_id = {n + 1: matrix[n] for n in range(len(matrix))}
+        self.files = {n + 1: n // 8 + 1 for n in range(len(matrix))}
+        self.packed_through = packed
+        self.deleted: set[int] = set()
+        self.changes = 0
+        self.epoch = 1
+        self.blocks_made = [
+            pack_block(
+                number + 1,
+                np.arange(start + 1, start + rows + 1, dtype=np.int64),
+                np.array([self.files[i] for i in range(start + 1, start + rows + 1)]),
+                matrix[start : start + rows],
+            )
+            for number, start in enumerate(range(0, packed, rows))
+        ]
+
+    def snapshot(self) -> Any:
+        return contextlib.nullcontext()
+
+    def generation(self) -> int:
+        return self.changes
+
+    def vector_ids(self) -> Any:
+        tail = [i for i in self.vectors_by_id if i > self.packed_through and i not in self.deleted]
+        return np.array(sorted(tail), dtype=np.int64)
+
+    def vectors(self, min_id: int) -> tuple[Any, Any, Any]:
+        ids = [i for i in self.vector_ids().tolist() if i > min_id]
+        rows = [self.vectors_by_id[i] for i in ids]
+        matrix = np.stack(rows) if rows else np.zeros((0, DIM), np.float32)
+        return np.array(ids, np.int64), np.array([self.files[i] for i in ids], np.int64), matrix
+
+    def pack_epoch(self) -> int:
+        return self.epoch
+
+    def blocks(self, after: int) -> Iterator[VectorBlock]:
+        return iter([b for b in self.blocks_made if b.number > after])
+
+    def gone(self) -> Any:
+        return np.array(sorted(i for i in self.deleted if i <= self.packed_through), np.int64)
+
+    def vectors_of(self, ids: Any) -> tuple[Any, Any]:
+        kept = [int(i) for i in ids if int(i) not in self.deleted]
+        rows = [self.vectors_by_id[i] for i in kept]
+        return np.array(kept, np.int64), np.stack(rows) if rows else np.zeros((0, DIM), np.float32)
+
+    def delete(self, ids: list[int]) -> None:
+        self.deleted.update(ids)
+        self.changes += 1
+
+    def add(self, matrix: Any) -> None:
+        first = max(self.vectors_by_id) + 1
+        for n, row in enumerate(matrix):
+            self.vectors_by_id[first + n] = row
+            self.files[first + n] = 10_000
+        self.changes += 1
+
+    def float32_top(self, query: Any, pool: int, files: set[int] | None = None) -> list[int]:
+        """The brute-force answer: every live chunk's float32 cosine, best first."""
+        ids = [
+            i
+            for i in sorted(self.vectors_by_id)
+            if i not in self.deleted and (files is None or self.files[i] in files)
+        ]
+        scores = np.stack([self.vectors_by_id[i] for i in ids]) @ query
+        return [ids[n] for n in np.argsort(-scores, kind="stable")[:pool]]
+
+
+def assert_exact(vectors: PackedVectors, source: BlockSource, query: Any, pool: int) -> None:
+    found = vectors.nearest(query, pool, None)
+    assert [cid for cid, _ in found] == source.float32_top(query, pool)
+    wanted = np.stack([source.vectors_by_id[cid] for cid, _ in found]) @ query
+    assert np.allclose([score for _, score in found], wanted, atol=1e-6)
+
+
+def test_packed_vectors_give_the_float32_nearest_before_and_after_blocks_are_prepacked() -> None:
+    """Blocks scanned as inputs (the first search), then by sessions of their own (from the
+    second): both exact against every chunk's float32 cosine, blocks, tail and deletions."""
+    matrix = unit_rows(1000, seed=60)
+    source = BlockSource(matrix, rows=128, packed=896)  # 7 blocks and a tail of 104
+    vectors = PackedVectors(source, background=False)
+    probes = queries(matrix, seed=61)
+    assert_exact(vectors, source, probes[0], 40)
+    assert vectors.prepacked == 0  # a process that searched once built nothing
+    for query in probes:
+        assert_exact(vectors, source, query, 40)
+    assert vectors.prepacked == 7
+    source.delete([int(cid) for cid, _ in vectors.nearest(probes[1], 5, None)] + [1000])
+    source.add(unit_rows(30, seed=62))
+    for query in probes:
+        assert_exact(vectors, source, query, 40)
+        assert_exact(vectors, source, query, 1)
+
+
+def test_prepacking_in_a_thread_leaves_every_answer_exact() -> None:
+    matrix = unit_rows(1200, seed=63)
+    source = BlockSource(matrix, rows=64, packed=1152)  # 18 blocks
+    vectors = PackedVectors(source)
+    probes = queries(matrix, seed=64)
+    for _ in range(40):  # searches while the thread replaces the blocks' kernels one by one
+        for query in probes:
+            assert_exact(vectors, source, query, 25)
+        if vectors.prepacked == 18:
+            break
+        time.sleep(0.05)
+    assert vectors.prepacked == 18
+    vectors.stop_building()
+
+
+def test_blocks_written_anew_while_sessions_are_built_are_read_anew() -> None:
+    matrix = unit_rows(800, seed=65)
+    source = BlockSource(matrix, rows=64, packed=768)
+    vectors = PackedVectors(source)
+    query = queries(matrix, seed=66)[0]
+    assert_exact(vectors, source, query, 30)
+    assert_exact(vectors, source, query, 30)  # the thread starts
+    source.delete(list(range(1, 400, 2)))
+    source.blocks_made, source.packed_through, source.epoch = [], 0, 2  # all in the tail now
+    assert_exact(vectors, source, query, 30)
+    assert vectors.packed == 0 and vectors.prepacked == 0
+    source.blocks_made = BlockSource(matrix, rows=64, packed=768).blocks_made  # and packed again
+    source.packed_through, source.epoch = 768, 3
+    source.changes += 1
+    for _ in range(3):
+        assert_exact(vectors, source, query, 30)
+    vectors.stop_building()
+
+
+def test_a_search_within_files_is_exact_on_prepacked_blocks() -> None:
+    matrix = unit_rows(640, seed=67)
+    source = BlockSource(matrix, rows=128, packed=640)
+    vectors = PackedVectors(source, background=False)
+    query = queries(matrix, seed=68)[3]
+    vectors.nearest(query, 10, None)
+    files = {2, 17, 40, 79}
+    for _ in range(2):
+        found = vectors.nearest(query, 12, sorted(files))
+        assert [cid for cid, _ in found] == source.float32_top(query, 12, files)
+    assert vectors.prepacked == 5
+
+
+def test_a_prepacked_kernel_gives_the_integer_sums_of_its_codes() -> None:
+    rng = np.random.default_rng(69)
+    codes = rng.integers(-127, 128, size=(DIM, 300), dtype=np.int8)
+    feed = rng.integers(1, 2 * QUERY_LEVEL + 2, size=(2, DIM), dtype=np.uint8)
+    kernel = prepacked_kernel(codes.copy())
+    expected = (feed.astype(np.int64) - (QUERY_LEVEL + 1)) @ codes.astype(np.int64)
+    assert (kernel.run(None, {"q": feed})[0] == expected).all()

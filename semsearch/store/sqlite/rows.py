@@ -152,7 +152,8 @@ class VectorReader:
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
     def close(self) -> None:
-        """Close the connection."""
+        """Stop building the blocks' sessions and close the connection."""
+        self.exact.stop_building()
         with self._lock:
             self._conn.close()
 

@@ -11,9 +11,11 @@ or a tool error). A stale hit is a hit of a note whose text shows an older revis
 editor had committed before the request was sent. Half the queries name a live note's marker
 word, so its chunks come back.
 
-3. The CLI, same index, same run: ``python -m semsearch search QUERY`` as a user runs it,
-   alternately through the running server and in-process (no server where it looks), wall time
-   of each run.
+3. The CLI, same index, same run: ``semsearch search QUERY`` as a user runs it, alternately
+   through the running server and in-process (no server where it looks), wall time of each run.
+   ``--cli PATH`` times that command (a regular install's console script, whose modules pip
+   compiled: what a user runs) instead of ``python -m semsearch`` from this checkout;
+   ``--cli-only`` skips phases 1 and 2.
 
 Run from the repo root: ``PYTHONPATH=. python bench/load.py [--corpus DIR] [--json PATH]``
 (default corpus: a copy of this package's source). Work files in /tmp/semsearch-bench/load.
@@ -267,13 +269,13 @@ def stdio_phase(env: dict[str, str], corpus: Path, seconds: float) -> dict[str, 
     return tally.report("stdio, 1 client at full rate", wall, committed.edits)
 
 
-def cli_phase(env: dict[str, str], runs: int, cwd: Path) -> dict[str, Any]:
+def cli_phase(env: dict[str, str], runs: int, cwd: Path, cli: list[str]) -> dict[str, Any]:
     """Wall time of ``python -m semsearch search`` through the server and in-process,
     alternately (the in-process runs look for a server in another runtime folder), and the CPU
     time of the CLI's process, which other processes on the machine do not inflate as much."""
     here = {**env, "XDG_RUNTIME_DIR": str(cwd / "no-server-here")}
-    argv = [sys.executable, "-m", "semsearch", "search", "how are chunks embedded in batches"]
-    floor_argv = [sys.executable, "-m", "semsearch", "--version"]
+    argv = [*cli, "search", "how are chunks embedded in batches"]
+    floor_argv = [*cli, "--version"]
     timings: dict[str, list[float]] = {"served": [], "in-process": [], "--version": []}
     cpu: dict[str, list[float]] = {name: [] for name in timings}
     outputs: dict[str, str] = {}
@@ -302,6 +304,7 @@ def cli_phase(env: dict[str, str], runs: int, cwd: Path) -> dict[str, Any]:
     served, local = median(timings["served"]), median(timings["in-process"])
     row = {
         "runs": runs,
+        "cli": " ".join(cli),
         "served_p50_ms": round(served, 1),
         "served_p90_ms": round(percentile(timings["served"], 90), 1),
         "in_process_p50_ms": round(local, 1),
@@ -359,6 +362,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--cli-runs", type=int, default=20)
+    parser.add_argument("--cli", metavar="PATH", help="the semsearch command the CLI phase times")
+    parser.add_argument("--cli-only", action="store_true", help="only the CLI phase")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--editor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -370,10 +375,12 @@ def main() -> None:
     print(json.dumps(facts))
     wait_for_quiet()
     server = serve(env)
+    cli = [args.cli] if args.cli else [sys.executable, "-m", "semsearch"]
     phases: list[Callable[[], dict[str, Any]]] = [
-        lambda: cli_phase(env, args.cli_runs, args.work),
-        lambda: http_phase(env, corpus, args.clients, args.seconds),
+        lambda: cli_phase(env, args.cli_runs, args.work, cli)
     ]
+    if not args.cli_only:
+        phases.append(lambda: http_phase(env, corpus, args.clients, args.seconds))
     rows = []
     try:
         for phase in phases:
@@ -381,7 +388,8 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    rows.append(stdio_phase(env, corpus, args.seconds))
+    if not args.cli_only:
+        rows.append(stdio_phase(env, corpus, args.seconds))
     write_json(args.json, {"machine": facts, "rows": rows})
 
 

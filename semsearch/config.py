@@ -9,16 +9,13 @@ syntax errors).
 
 from __future__ import annotations
 
-import difflib
 import errno
-import importlib.util
 import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from semsearch.errors import ConfigError, UsageError
 
@@ -71,8 +68,7 @@ SKIPPED_KINDS = ("lockfile", "minified", "sourcemap", "data", "venv")
 ``pyvenv.cfg``, :mod:`semsearch.files.listing`)."""
 
 
-@dataclass(frozen=True)
-class RemoteLocation:
+class RemoteLocation(NamedTuple):
     """A LanceDB index on object storage: its URI (``s3://bucket/prefix``, ``gs://``, ``az://``)
     and the storage options LanceDB gets (endpoint, region, credentials).
 
@@ -81,10 +77,13 @@ class RemoteLocation:
     """
 
     uri: str
-    options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    options: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         return self.uri
+
+    def __repr__(self) -> str:
+        return f"RemoteLocation(uri={self.uri!r})"
 
     @property
     def scheme(self) -> str:
@@ -125,9 +124,14 @@ def is_remote_uri(text: str) -> bool:
     return bool(found) and scheme.lower() in REMOTE_SCHEMES
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything a command needs, resolved once."""
+class Settings(NamedTuple):
+    """Everything a command needs, resolved once.
+
+    The records the CLI reads on its way to a running server (this, :class:`RemoteLocation`,
+    :class:`RootChange`, the server's record and its answers) are named tuples, not dataclasses:
+    importing :mod:`dataclasses` (and :mod:`inspect` with it) and building the classes took
+    ~10 ms of a ~70 ms search through a server (bench/RESULTS.md, issue 37).
+    """
 
     config_path: Path
     config_exists: bool
@@ -152,9 +156,15 @@ class Settings:
     index_kinds: frozenset[str] = frozenset()
     auto_index: bool = True  # the MCP server updates the index before search and gather
     warnings: tuple[str, ...] = ()  # about the config file (unknown keys), for the user to see
-    serve_token: str | None = field(default=None, repr=False)  # SS_SERVE_TOKEN: `serve`'s token
+    serve_token: str | None = None  # SS_SERVE_TOKEN: `serve`'s token (left out of the repr)
     state_dir: Path | None = None  # $XDG_STATE_HOME/semsearch: `serve`'s token file
     runtime_dir: Path | None = None  # $XDG_RUNTIME_DIR/semsearch: a running server's record
+
+    def __repr__(self) -> str:  # without the token: a repr may reach a message or a log
+        shown = ", ".join(
+            f"{name}={value!r}" for name, value in self._asdict().items() if name != "serve_token"
+        )
+        return f"Settings({shown})"
 
     @property
     def default_mode(self) -> Mode:
@@ -360,6 +370,8 @@ def unknown_keys(path: Path, data: Mapping[str, Any]) -> list[str]:
 def _nearest(key: str, known: Sequence[str]) -> str | None:
     """The known key closest to ``key`` (compared without case), if any is close."""
     folded = {name.lower(): name for name in known}
+    import difflib  # here, not at the top: only a config file with an unknown key needs it
+
     close = difflib.get_close_matches(key.lower(), list(folded), n=1, cutoff=0.6)
     return folded[close[0]] if close else None
 
@@ -502,11 +514,18 @@ def _check_remote(location: RemoteLocation, backend: str | None) -> None:
             "open: set SS_STORE_BACKEND=lancedb (or storeBackend in the config), or leave it "
             "unset."
         )
-    if importlib.util.find_spec("lancedb") is None:
+    if _missing("lancedb"):
         raise UsageError(
             f"The index {location} is on object storage, which needs the lancedb extra: "
             'pip install "semsearch[lancedb]"'
         )
+
+
+def _missing(module: str) -> bool:
+    """Whether ``module`` cannot be imported (looked up, not loaded)."""
+    import importlib.util  # here, not at the top: only the LanceDB backend asks
+
+    return importlib.util.find_spec(module) is None
 
 
 def _check_backend(backend: str, config_path: Path) -> None:
@@ -515,7 +534,7 @@ def _check_backend(backend: str, config_path: Path) -> None:
             f"Unknown store backend {backend!r} (from SS_STORE_BACKEND or {config_path}). "
             f"Use one of: {', '.join(BACKENDS)}."
         )
-    if backend == "lancedb" and importlib.util.find_spec("lancedb") is None:
+    if backend == "lancedb" and _missing("lancedb"):
         raise ConfigError(LANCEDB_MISSING)
 
 
@@ -570,8 +589,7 @@ def load_settings(
     )
 
 
-@dataclass(frozen=True)
-class RootChange:
+class RootChange(NamedTuple):
     """Outcome of ``add`` or ``remove``: which paths changed, which were no-ops or rejected.
 
     ``rejected`` holds (path as given, why: "does not exist", "is a file", ...) for paths that

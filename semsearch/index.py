@@ -16,10 +16,11 @@ import contextlib
 import functools
 import logging
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -537,15 +538,28 @@ class Index:
         try:
             return read_lines(self._locator(), path, start_line, end_line, is_capped=is_capped)
         except PathRefusedError:
-            away = self._not_here(path)
+            away = self._unconfigured(path)
             if away is None:
                 raise
+            if away.path.is_dir():
+                raise PathRefusedError(
+                    f"Refused: {path} is in the folder {away.name} ({away.path}), which is "
+                    "indexed but not configured, and only the files of configured folders can "
+                    f"be read: `semsearch add {shlex.quote(str(away.path))}` allows it."
+                ) from None
             raise PathRefusedError(
                 f"{path} is in the folder {away.name} ({away.path}) of the index "
                 f"{self.settings.store_path}, and that folder is not on this machine: its files "
                 "cannot be read here. Search results carry the indexed text; to read whole "
                 "files, check the folder out here and `semsearch add` it."
             ) from None
+
+    def _unconfigured(self, path: str) -> FolderInfo | None:
+        """The indexed folder holding ``path`` that is not configured, if there is one."""
+        for info in self.folders():
+            if not info.is_configured and is_inside(os.path.abspath(path), info.path):
+                return info
+        return None
 
     def _not_here(self, path: str | None = None) -> FolderInfo | None:
         """The indexed, unconfigured folder holding ``path`` (any, when None) that is not on
@@ -667,7 +681,7 @@ class Index:
         change = remove_roots(self.settings.config_path, chosen)
         gone = {os.path.realpath(path) for path in change.changed}
         roots = tuple(r for r in self.settings.roots if os.path.realpath(r) not in gone)
-        self.settings = replace(self.settings, roots=roots)
+        self.settings = self.settings._replace(roots=roots)
         return change, files
 
     @_locked
@@ -732,7 +746,7 @@ class Index:
         configured = {os.path.realpath(root) for root in self.settings.roots}
         only_indexed = [Path(f.path) for f in indexed if os.path.realpath(f.path) not in configured]
         change = add_roots(self.settings.config_path, wanted, base, only_indexed)
-        self.settings = replace(self.settings, roots=change.roots)
+        self.settings = self.settings._replace(roots=change.roots)
         outers = [*change.changed, *change.unchanged]
         if any(is_inside(f.path, outer) for f in indexed for outer in outers):
             with write_lock(self.settings.store_path, wait_seconds):  # only then wait for it
@@ -740,7 +754,7 @@ class Index:
                 store.sync()
                 _absorb(store, outers)
                 store.maintain()
-        return replace(change, moved=tuple(moved.items()))
+        return change._replace(moved=tuple(moved.items()))
 
     @_locked
     def move(
@@ -769,7 +783,7 @@ class Index:
                 store.maintain()
         rewritten = move_root(self.settings.config_path, folder.path, target)
         roots = (target if root == folder.path else root for root in self.settings.roots)
-        self.settings = replace(self.settings, roots=tuple(dict.fromkeys(roots)))
+        self.settings = self.settings._replace(roots=tuple(dict.fromkeys(roots)))
         return MoveReport(folder.path, target, files, target in self.settings.roots, rewritten)
 
     def _covering(self, root: Path) -> Path:

@@ -1,11 +1,12 @@
 """Process-wide settings for a program that searches: the CLI, the MCP server, the bench scripts.
 
-:func:`configure_process` sets what must be set before numpy loads, so call it first.
+:func:`configure_process` sets what must be set before numpy loads, so call it first. The CLI
+calls its two halves apart: :func:`set_environment` first, :func:`cap_malloc_arenas` only when it
+loads the library (:mod:`ctypes` costs 1.5 ms of a search that a running server answers).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 
@@ -25,12 +26,17 @@ def configure_process() -> None:
 
     Call before numpy is imported: OpenBLAS reads its thread count when it loads.
     """
+    set_environment()
+    cap_malloc_arenas()
+
+
+def set_environment() -> None:
+    """The environment the libraries read when they load (a user's own setting wins)."""
     for name, value in {**THREAD_ENV, **LOG_ENV}.items():
         os.environ.setdefault(name, value)
-    _cap_malloc_arenas()
 
 
-def _cap_malloc_arenas() -> None:
+def cap_malloc_arenas() -> None:
     """At most two glibc malloc arenas, unless MALLOC_ARENA_MAX says otherwise.
 
     glibc gives threads that allocate their own arenas; onnxruntime's workers and the search's
@@ -39,6 +45,8 @@ def _cap_malloc_arenas() -> None:
     """
     if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
         return
+    import ctypes  # here: the CLI on its way to a running server has no use for it (1.5 ms)
+
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(M_ARENA_MAX, 2)

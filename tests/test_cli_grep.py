@@ -246,6 +246,24 @@ def test_cat_errors(
     assert err.count("\n") == 1
 
 
+def test_cat_in_a_folder_indexed_but_not_configured_says_how_to_allow_it(
+    capsys: pytest.CaptureFixture[str], in_project: Path
+) -> None:
+    other = write_tree(in_project.parent / "other folder", {"notes.md": "Otters hold hands.\n"})
+    assert main(["index", str(other)]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, "cat", str(other / "notes.md"))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"semsearch: Refused: {other}/notes.md is in the folder other folder ({other}), which is "
+        "indexed but not configured, and only the files of configured folders can be read: "
+        f"`semsearch add '{other}'` allows it.\n"
+    )
+    assert main(["add", str(other)]) == 0
+    capsys.readouterr()
+    assert run(capsys, "cat", str(other / "notes.md")) == (0, "Otters hold hands.\n", "")
+
+
 def test_ctrl_c_stops_grep_and_its_child_at_once(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "r", {"long.txt": "a" * 5000 + "!\n"})
     argv = [sys.executable, "-m", "semsearch", "grep", "(a+)+$", str(root)]

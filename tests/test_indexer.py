@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import signal
@@ -726,7 +725,7 @@ def test_documents_are_chunked_with_less_overlap_than_code(index: Index, tmp_pat
 
 def test_documents_and_code_have_their_own_chunk_size(settings: Settings, tmp_path: Path) -> None:
     sizes = {"target_tokens": 120, "overlap_tokens": 0, "document_target_tokens": 60}
-    index = Index(dataclasses.replace(settings, **sizes), embedder=CountingEmbedder())
+    index = Index(settings._replace(**sizes), embedder=CountingEmbedder())
     lines = "\n".join(f"line {n} of the text says something about item {n}" for n in range(400))
     root = write_tree(tmp_path / "proj", {"notes.md": lines, "main.py": lines})
     index.update([root])

@@ -6,7 +6,6 @@ import random
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -397,7 +396,7 @@ def test_private_module_loses_to_the_public_one(tmp_path: Path, hash_index: Inde
 def test_hybrid_search_off_makes_vector_only_the_default(two_folders: Index) -> None:
     hybrid = two_folders.search("retry backoff", k=3)
     assert any(hit.lexical_rank is not None for hit in hybrid)
-    vector_only = Index(replace(two_folders.settings, hybrid=False), two_folders.embedder)
+    vector_only = Index(two_folders.settings._replace(hybrid=False), two_folders.embedder)
     hits = vector_only.search("retry backoff", k=3)
     vector_only.close()
     assert hits and all(h.lexical_rank is None and h.vector_rank is not None for h in hits)

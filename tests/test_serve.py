@@ -471,6 +471,17 @@ def test_config_names_the_token_before_it_is_made(
     assert "serve token   from SS_SERVE_TOKEN\n" in capsys.readouterr().out
 
 
+def test_the_settings_repr_leaves_the_token_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SS_SERVE_TOKEN", "secret-from-the-environment")
+    settings = load_settings(os.environ)
+    assert settings.serve_token == "secret-from-the-environment"
+    shown = repr(settings)
+    assert "secret-from-the-environment" not in shown
+    assert (
+        shown.startswith("Settings(config_path=") and f"index_path={settings.index_path!r}" in shown
+    )
+
+
 def test_one_slot_per_index(isolated_env: Path) -> None:
     settings = load_settings(os.environ)
     first = ServerSlot.take(settings)

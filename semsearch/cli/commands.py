@@ -51,7 +51,7 @@ from semsearch.cli.remote import (
 )
 from semsearch.config import DEFAULT_SERVE_PORT, MODES, Location, Settings, load_settings
 from semsearch.errors import SemsearchError, UsageError
-from semsearch.process import configure_process
+from semsearch.process import cap_malloc_arenas, set_environment
 from semsearch.service import STATUS_URI, running_server
 
 if TYPE_CHECKING:  # the library loads inside the commands (see _index)
@@ -66,34 +66,27 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _whole(
+    least: int, most: int | None = None, what: str = "a whole number"
+) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``least`` to ``most`` (no limit when None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < least or (most is not None and value > most):
+            bounds = f"at least {least}" if most is None else f"between {least} and {most}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
+        return value
+
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
-    return value
+_positive = _whole(1)
+_count = _whole(0)
+_port = _whole(0, 65535, "a port number")
 
 
 def _minutes(text: str) -> float:
@@ -347,7 +340,7 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the CLI's single error boundary."""
-    configure_process()
+    set_environment()  # before numpy loads; cap_malloc_arenas() runs when the library does
     _escape_unencodable(sys.stdout)
     parser = build_parser()
     try:
@@ -384,6 +377,7 @@ def _escape_unencodable(stream: TextIO) -> None:
 
 def _index(settings: Settings, one_shot: bool = False) -> Index:
     """The library's front door for one command (see :class:`~semsearch.index.Index`)."""
+    cap_malloc_arenas()
     # numpy, the store and the model code load here, not for --help, list or config
     from semsearch.index import Index
 
@@ -777,6 +771,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     """``mcp``: serve the index over stdio until stdin closes."""
     from semsearch.mcp.server import serve  # the MCP SDK loads only for this command
 
+    cap_malloc_arenas()
     if sys.stdin.isatty():  # a person, not a client, started it
         print(MCP_ON_A_TERMINAL, file=sys.stderr, flush=True)
     serve(args.index, warned=settings.warnings)
@@ -787,6 +782,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """``serve``: the MCP tools over HTTP until interrupted, or idle for ``--idle-exit``."""
     from semsearch.mcp.http import is_loopback, serve  # the MCP SDK loads only for this command
 
+    cap_malloc_arenas()
     if not is_loopback(args.host):
         print(
             f"semsearch: warning: listening on {args.host}, not only on this machine: anyone "

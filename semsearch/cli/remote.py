@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from semsearch.config import Settings
 from semsearch.service import ServerRecord, client_token, running_server
@@ -111,7 +110,12 @@ def _post(
     lines += [f"{name}: {value}" for name, value in headers.items()]
     lines.append(f"Content-Length: {len(body)}")
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-    with socket.create_connection((host, record.port), timeout=CONNECT_SECONDS) as sock:
+    # A socket of the address's family, not create_connection: its name lookup loads the IDNA
+    # codec (1 ms) even for a literal address such as 127.0.0.1 (a host name works here too).
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(CONNECT_SECONDS)
+        sock.connect((host, record.port))
         sock.settimeout(ANSWER_SECONDS)
         sock.sendall(request)
         received = []
@@ -173,8 +177,7 @@ def _folder_path(row: dict[str, Any]) -> str:
     return path[: len(path) - len(row["relPath"])].rstrip("/") or "/"
 
 
-@dataclass(frozen=True)
-class ServedCopy:
+class ServedCopy(NamedTuple):
     """Another place of a served hit's text (``CopyJson``)."""
 
     folder: str
@@ -194,8 +197,7 @@ class ServedCopy:
         )
 
 
-@dataclass(frozen=True)
-class ServedHit:
+class ServedHit(NamedTuple):
     """A search hit read from the ``search`` or ``gather`` tool (``--explain`` and ``--json``,
     which show the ranking's internals, run in-process, so those fields stay empty)."""
 
@@ -237,8 +239,7 @@ class ServedHit:
         )
 
 
-@dataclass(frozen=True)
-class ServedPassage:
+class ServedPassage(NamedTuple):
     """The lines the ``gather`` tool shows for a hit (``PassageJson``)."""
 
     first_line: int
@@ -251,8 +252,7 @@ class ServedPassage:
         return cls(row["startLine"], row["text"], row.get("note", ""))
 
 
-@dataclass(frozen=True)
-class ServedLines:
+class ServedLines(NamedTuple):
     """A line range read by the ``cat_file`` tool (``LinesOutput``)."""
 
     first_line: int

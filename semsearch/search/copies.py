@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from semsearch.search.hits import Copy
+from semsearch.search.hits import Copy, file_path
 from semsearch.search.ranking import QueryInfo, path_priors
 from semsearch.store import ChunkPlace, ChunkRow, FileRef, Store
 
@@ -183,7 +183,7 @@ class CopyLister:
     def _copy(self, place: ChunkPlace) -> Copy:
         ref = self._refs[place.file_id]
         return Copy(
-            path=ref.folder_path.rstrip("/") + "/" + ref.rel,
+            path=file_path(ref.folder_path, ref.rel),
             folder=ref.folder_name,
             folder_path=ref.folder_path,
             rel=ref.rel,

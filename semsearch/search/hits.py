@@ -55,14 +55,7 @@ class Copy:
 
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
-        return {
-            "filePath": self.path,
-            "folder": self.folder,
-            "relPath": self.rel,
-            "startLine": self.start_line,
-            "endLine": self.end_line,
-            "page": self.page,
-        }
+        return _place_json(self)
 
 
 CopiesOf = Callable[[Sequence[ChunkRow]], dict[int, tuple[tuple[Copy, ...], int]]]
@@ -96,12 +89,7 @@ class Hit:
     def as_json(self) -> dict[str, Any]:
         """The JSON shape shared by the CLI and the MCP server."""
         return {
-            "filePath": self.path,
-            "folder": self.folder,
-            "relPath": self.rel,
-            "startLine": self.start_line,
-            "endLine": self.end_line,
-            "page": self.page,
+            **_place_json(self),
             "score": round(self.score, 6),
             "vectorRank": self.vector_rank,
             "cosineRank": self.cosine_rank,
@@ -115,6 +103,23 @@ class Hit:
             "copyCount": self.copy_count,
             "text": self.text,
         }
+
+
+def _place_json(place: Copy | Hit) -> dict[str, Any]:
+    """Where a hit or a copy is, as JSON: the keys both begin with."""
+    return {
+        "filePath": place.path,
+        "folder": place.folder,
+        "relPath": place.rel,
+        "startLine": place.start_line,
+        "endLine": place.end_line,
+        "page": place.page,
+    }
+
+
+def file_path(folder_path: str, rel: str) -> str:
+    """A file's path: its folder's path, "/", its path in the folder (the root folder is "/")."""
+    return folder_path.rstrip("/") + "/" + rel
 
 
 def assemble(
@@ -311,9 +316,8 @@ def _hit(
     coherence: float | None,
     copies: tuple[tuple[Copy, ...], int],
 ) -> Hit:
-    path = row.folder_path.rstrip("/") + "/" + row.rel
     return Hit(
-        path=path,
+        path=file_path(row.folder_path, row.rel),
         folder=row.folder_name,
         folder_path=row.folder_path,
         rel=row.rel,

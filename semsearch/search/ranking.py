@@ -301,7 +301,7 @@ def _definitions_of(rel: str, text: str, names: tuple[str, ...], strict: bool) -
             for name in definitions(line):
                 if name not in names or name in found:
                     continue
-                if not strict or not _declares_only(line, name, text[at:], is_c):
+                if not strict or not _declares_only(text, at, line, name, is_c):
                     found.append(name)
         at += len(line)
     return found
@@ -320,8 +320,8 @@ _C_TYPE_BODY = re.compile(r"[ \t]*(?:final\b[ \t]*)?(?:\{|:(?!:)|\r?\n[ \t]*\{)"
 _PROTOTYPE_SCAN = 400  # characters after a C name in which its body or its `;` shows
 
 
-def _declares_only(line: str, name: str, rest: str, is_c: bool) -> bool:
-    """Whether ``line`` (``rest``: the text from that line on) only declares ``name``, defined
+def _declares_only(text: str, at: int, line: str, name: str, is_c: bool) -> bool:
+    """Whether ``line`` (the one at offset ``at`` of ``text``) only declares ``name``, defined
     elsewhere: a Rust ``impl Trait for Type``; in C and C++, a type named without its body
     (a forward declaration, a variable of that type) or a function's prototype (its parameter
     list followed by ``;`` before any ``{``), so the function's body in the ``.c`` file ranks
@@ -332,12 +332,13 @@ def _declares_only(line: str, name: str, rest: str, is_c: bool) -> bool:
         return False
     for typed in _C_TYPE.finditer(line):
         if typed.group(1) == name:
-            return _C_TYPE_BODY.match(rest, typed.end()) is None
-    named = re.search(rf"\b{re.escape(name)}[ \t]*\(", rest[: len(line)])
+            return _C_TYPE_BODY.match(text, at + typed.end()) is None
+    named = re.search(rf"\b{re.escape(name)}[ \t]*\(", line)
     if named is None:
         return False
     depth = 0
-    for char in rest[named.end() - 1 : named.end() + _PROTOTYPE_SCAN]:
+    end = at + named.end()
+    for char in text[end - 1 : end + _PROTOTYPE_SCAN]:
         if char == "(":
             depth += 1
         elif char == ")":

@@ -192,7 +192,10 @@ class SqliteStore:
         with self._write():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
-            if version == SCHEMA_VERSION and self.meta("terms_version") != TERMS_VERSION:
+            # Stale FTS columns are rebuilt whether or not the schema moves too (meta exists
+            # from version 1 on; migration 1 builds the FTS table afresh anyway).
+            stale = version >= 1 and self.meta("terms_version") != TERMS_VERSION
+            if stale and FTS_SQL not in steps:
                 steps.append(FTS_SQL)
             for statement in (sql for step in steps for sql in split_sql(step)):
                 self._conn.execute(statement)

@@ -123,6 +123,7 @@ class PackedVectors:
         self._searches = 0  # nearest() calls, of any generation
         self._builder: tuple[threading.Thread, threading.Event] | None = None
         self._build_failed = False
+        self._last_bounds: tuple[tuple[int, int, bytes], FloatArray, FloatArray] | None = None
         self._forget_blocks()
 
     @property
@@ -148,6 +149,7 @@ class PackedVectors:
         self.file_ids = np.zeros(0, dtype=np.int64)
         self.scales = self.errors = self.norms = np.zeros(0, dtype=np.float32)
         self.alive = np.ones(0, dtype=bool)
+        self._last_bounds = None
 
     def _append(self, blocks: list[VectorBlock]) -> None:
         """Add blocks read after the last one: their per-chunk arrays joined to the others',
@@ -208,11 +210,10 @@ class PackedVectors:
         if self._searches > 1:  # a process that searches again: worth packing each block once
             self._prepack()
         vector = np.asarray(query, dtype=np.float32)
-        approx, bound = self._bounds(vector)
-        approx[~self.alive] = -np.inf
+        approx, bound = self._query_bounds(vector)
         if file_ids is not None:
             allowed = np.fromiter(file_ids, dtype=np.int64, count=len(file_ids))
-            approx[~np.isin(self.file_ids, allowed)] = -np.inf
+            approx = np.where(np.isin(self.file_ids, allowed), approx, np.float32(-np.inf))
         lower = np.concatenate([approx - bound, np.array([s for _, s in tail], np.float32)])
         lower = lower[np.isfinite(lower)]
         if len(lower) > pool:
@@ -222,12 +223,22 @@ class PackedVectors:
             chosen = np.flatnonzero(np.isfinite(approx))
         ids, matrix = self._source.vectors_of(self.ids[chosen])
         scores = matrix @ vector if len(ids) else np.zeros(0, np.float32)
-        merged = dict(tail)
-        merged.update(zip(ids.tolist(), scores.tolist(), strict=True))
-        ranked = sorted(
-            ((i, s) for i, s in merged.items() if np.isfinite(s)), key=lambda h: (-h[1], h[0])
-        )
-        return ranked[:pool]
+        ids = np.concatenate([np.array([i for i, _ in tail], np.int64), ids])
+        scores = np.concatenate([np.array([s for _, s in tail], np.float32), scores])
+        kept = np.isfinite(scores)
+        ids, scores = ids[kept], scores[kept]
+        best = np.lexsort((ids, -scores))[:pool]  # best first, ties by chunk id
+        return list(zip(ids[best].tolist(), scores[best].tolist(), strict=True))
+
+    def _query_bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """:meth:`_bounds` with deleted chunks at -inf, kept for the next call: a search that
+        finds copies of one text asks again for the same query with a deeper pool."""
+        key = (self.generation, len(self.ids), query.tobytes())
+        if self._last_bounds is None or self._last_bounds[0] != key:
+            approx, bound = self._bounds(query)
+            approx[~self.alive] = -np.inf
+            self._last_bounds = (key, approx, bound)
+        return self._last_bounds[1], self._last_bounds[2]
 
     def _bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(approximate cosines, their error bounds) of every packed chunk."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -333,17 +334,18 @@ def release_freed_memory() -> None:
     ``malloc_trim``; elsewhere nothing). glibc keeps freed blocks for reuse, and a block's codes
     (freed in the searching thread's heap) are not reused by the sessions built in another:
     at 1.4M chunks the process held 1.8 GB after the build, 0.83 GB once trimmed."""
-    global _TRIM
-    if _TRIM is None:
-        try:
-            _TRIM = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError, TypeError):  # not glibc: nothing to call
-            _TRIM = False
-    if _TRIM is not False:
-        _TRIM(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
-_TRIM: Any = None  # glibc's malloc_trim once looked up; False where there is none
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (TypeError: Windows)
+        return None
+
 
 # Builder threads still running, stopped (after their current block) before the interpreter
 # finalizes, so none is inside onnxruntime while it unloads.

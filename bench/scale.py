@@ -16,11 +16,15 @@ a SQLite index, packs them (the code at ``--code`` permitting), and measures the
 a hybrid search cold (a new process) and warm (a long-running one): latency and peak RSS.
 
 ``hybrid``: the same vectors for every chunk of the text arm's index (the real one of its text
-where a quality index has it), packed, then vector and hybrid searches (not run yet: see
-bench/RESULTS.md).
+where a quality index has it), packed, then vector and hybrid searches by this checkout and, on
+a copy as schema 5 wrote it, by ``--old-code``.
+
+Searches run with the index in the page cache, as after an index run; ``--uncached`` drops it
+from the cache before each search process (Linux), for a first search that reads the disk.
 
     PYTHONPATH=$PWD python bench/scale.py text --code /work/main --json /tmp/old.json
     PYTHONPATH=$PWD python bench/scale.py vectors --old-code /work/main --json /tmp/vec.json
+    PYTHONPATH=$PWD python bench/scale.py hybrid --old-code /work/main --json /tmp/hyb.json
 """
 
 from __future__ import annotations
@@ -98,12 +102,21 @@ for query in queries[1:] * 3:
     t = time.monotonic()
     index.search(query, mode=mode)
     warm.append(time.monotonic() - t)
+late = warm[len(warm) * 2 // 3:]  # the last third: any warm-up of the process is over
 warm.sort()
+late.sort()
+with open("/proc/self/statm") as statm:
+    rss_end = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 print(json.dumps({"mode": mode, "cold_s": round(cold, 3),
     "warm_p50_ms": round(1000 * warm[len(warm) // 2], 1),
+    "warm_last_third_p50_ms": round(1000 * late[len(late) // 2], 1),
     "peak_rss_cold_mib": round(peak_cold / 1024),
-    "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+    "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    "rss_end_mib": round(rss_end / 2**20)}))
 """
+
+
+UNCACHED = "drop the index from the page cache before each search process"
 
 
 def build_tree(tree: Path, files: int) -> int:
@@ -137,8 +150,24 @@ def child_env(code: Path, work: Path) -> dict[str, str]:
     return env
 
 
-def run_child(script: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run a child script and return the JSON object it prints last."""
+def evict(path: Path) -> None:
+    """Drop a file's pages from the page cache (Linux), so a new process reads it from disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # dirty pages are not dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def run_child(
+    script: str, args: list[str], env: dict[str, str], uncached: bool = False
+) -> dict[str, Any]:
+    """Run a child script and return the JSON object it prints last, with the load average
+    before it; ``uncached``: the index is dropped from the page cache first."""
+    if uncached:
+        evict(Path(env["SS_INDEX_PATH"]))
+    load = os.getloadavg()[0]
     done = subprocess.run(
         [sys.executable, "-c", script, *args],
         env=env,
@@ -149,6 +178,9 @@ def run_child(script: str, args: list[str], env: dict[str, str]) -> dict[str, An
     if done.returncode:
         raise SystemExit(f"child failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["load_before"] = round(load, 2)
+    if uncached:
+        result["uncached"] = True
     return result
 
 
@@ -244,22 +276,34 @@ def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]
 
 
 def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
-    """Vectors for every chunk of the text arm's index, then hybrid and vector searches."""
+    """Vectors for every chunk of the text arm's index, packed; then vector and hybrid searches
+    by this checkout's code and by ``--old-code`` on a copy as schema 5 wrote it."""
     work = args.work
-    db = work / "index.db"
+    db = work / "new" / "index.db"
+    result: dict[str, Any] = {}
     if not args.keep:
         if work.exists():
             shutil.rmtree(work)
-        (work / "home").mkdir(parents=True)
+        for side in ("old", "new"):
+            (work / side / "home").mkdir(parents=True)
         shutil.copyfile(args.text_index, db)
-        sources = sorted(args.sources.rglob("*.db"))
-        result = fill_vectors(db, sources)
-    else:
-        result = {"kept": str(db)}
-    env = child_env(args.code, work)
-    for mode in ("vector", "hybrid"):
-        result[mode] = [run_child(SEARCH_CHILD, [mode, json.dumps(QUERIES)], env) for _ in "ab"]
-    result["code"] = str(args.code)
+        result.update(fill_vectors(db, sorted(args.sources.rglob("*.db"))))
+        shutil.copyfile(db, work / "old" / "index.db")
+        as_version_5(work / "old" / "index.db")
+        for side in ("old", "new"):
+            path = work / side / "index.db"
+            result[f"db_bytes_{side}"] = sum(
+                p.stat().st_size for p in path.parent.glob("index.db*")
+            )
+    queries = json.dumps(QUERIES)
+    for side, code in (("new", REPO), ("old", args.old_code)):
+        env = child_env(code, work / side)
+        result[side] = {
+            mode: [
+                run_child(SEARCH_CHILD, [mode, queries], env, uncached=args.uncached) for _ in "ab"
+            ]
+            for mode in ("vector", "hybrid")
+        }
     return result
 
 
@@ -324,6 +368,8 @@ def as_version_5(db: Path) -> None:
         conn.execute("DELETE FROM meta WHERE key IN ('packed_through', 'pack_epoch')")
         conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
         conn.execute("PRAGMA user_version = 5")
+    with sqlite3.connect(db) as conn:  # the blocks' pages back to the file system
+        conn.execute("PRAGMA incremental_vacuum")
 
 
 def vectors_arm(args: argparse.Namespace) -> dict[str, Any]:
@@ -354,7 +400,9 @@ def vectors_arm(args: argparse.Namespace) -> dict[str, Any]:
     queries = json.dumps(QUERIES)
     for side, code in (("new", REPO), ("old", args.old_code)):
         env = child_env(code, work / side)
-        result[side] = [run_child(SEARCH_CHILD, ["vector", queries], env) for _ in "ab"]
+        result[side] = [
+            run_child(SEARCH_CHILD, ["vector", queries], env, uncached=args.uncached) for _ in "ab"
+        ]
     return result
 
 
@@ -376,8 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     vectors.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-vectors")
     vectors.add_argument("--keep", action="store_true", help="search the indexes already there")
     vectors.add_argument("--json", help="write the figures here")
+    vectors.add_argument("--uncached", action="store_true", help=UNCACHED)
     hybrid = sub.add_parser("hybrid", help="vectors for the text arm's chunks, hybrid search")
-    hybrid.add_argument("--code", type=Path, default=REPO, help="checkout whose code searches")
+    hybrid.add_argument("--old-code", type=Path, required=True, help="today's checkout")
     hybrid.add_argument(
         "--text-index", type=Path, default=DEFAULT_WORK / "scale-text-new" / "index.db"
     )
@@ -385,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     hybrid.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-hybrid")
     hybrid.add_argument("--keep", action="store_true", help="search the index already there")
     hybrid.add_argument("--json", help="write the figures here")
+    hybrid.add_argument("--uncached", action="store_true", help=UNCACHED)
     args = parser.parse_args(argv)
     started = time.monotonic()
     arm = {"text": text_arm, "vectors": vectors_arm, "hybrid": hybrid_arm}[args.arm]

@@ -38,7 +38,7 @@ from semsearch.store import (
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import SCHEMA_VERSION, TABLES_SQL
 from semsearch.store.sqlite.store import SqliteStore
-from semsearch.text.lexical import COLUMNS, LexicalQuery
+from semsearch.text.lexical import COLUMNS, TERMS_VERSION, LexicalQuery
 from tests.conftest import BACKENDS, location
 
 
@@ -112,7 +112,7 @@ def test_float32_rows_of_a_version_4_index_are_read_beside_float16_rows(tmp_path
     old.commit()
     old.close()
     store = SqliteStore(path)
-    assert store.meta("schema_version") == "5"
+    assert store.meta("schema_version") == "6"
     _, _, only_float32 = store.vectors(0)
     np.testing.assert_array_equal(only_float32, np.array([[0.6, 0.8, 0, 0], [0, 1, 0, 0]], "f4"))
     store.write_files([file_write(folder, "b.md", ["gamma"])])  # written as float16
@@ -318,6 +318,33 @@ def test_version_1_index_is_migrated_and_its_fts_rebuilt(tmp_path: Path) -> None
         assert store.lexical(query, 10) == [1], query
     store.delete_files(1, ["net/retryPolicy.py"])
     assert store.lexical(words("retry"), 10) == []
+
+
+def test_an_index_of_the_previous_schema_with_stale_fts_columns_gets_both_upgrades(
+    tmp_path: Path,
+) -> None:
+    """An index last written by a semsearch with an older schema and older FTS rules (main's
+    schema 5 and terms_version 6, say) is migrated and its FTS columns are rebuilt in one go."""
+    path = tmp_path / "index.db"
+    store = SqliteStore(path, create=True)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "net/retryPolicy.py", ["def parseHeaderLine(): pass"])])
+    store.close()
+    with sqlite3.connect(path) as conn:  # FTS columns of other rules, one schema version back
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+        conn.execute("INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (1, 'x', '', '')")
+        conn.execute("UPDATE meta SET value = 'old' WHERE key = 'terms_version'")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    store = SqliteStore(path)
+    assert store.meta("schema_version") == str(SCHEMA_VERSION)
+    assert store.meta("terms_version") == TERMS_VERSION
+    for query in (
+        words("parseHeaderLine"),
+        words("retry"),
+        words("parseHeaderLine", columns=("defines",)),
+    ):
+        assert store.lexical(query, 10) == [1], query
+    store.close()
 
 
 def test_new_index_uses_large_pages(sqlite_store: SqliteStore, tmp_path: Path) -> None:

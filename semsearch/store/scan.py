@@ -72,19 +72,26 @@ class Int8Scan:
 
     def bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(approximate cosines, their error bounds), one per row; excluded rows get -inf."""
-        peak = float(np.abs(query).max())
-        high_scale = (peak or 1.0) / QUERY_LEVEL
-        high = np.rint(query / high_scale)
-        rest = query - high * high_scale
-        low_scale = (float(np.abs(rest).max()) or 1.0) / QUERY_LEVEL
-        low = np.rint(rest / low_scale)
-        left = float(np.linalg.norm(rest - low * low_scale))
-        feed = (np.stack([high, low]) + (QUERY_LEVEL + 1)).astype(np.uint8)
+        feed, high_scale, low_scale, left = quantised_query(query)
         sums = self._session.run(None, {"q": feed})[0].astype(np.float32)
         approx = (sums[0] * np.float32(high_scale) + sums[1] * np.float32(low_scale)) * self.scale
         bound = self.error * np.float32(np.linalg.norm(query)) + self.norm * np.float32(left)
         approx[self.excluded] = -np.inf
         return approx, bound + np.float32(SLACK)
+
+
+def quantised_query(query: FloatArray) -> tuple[Any, float, float, float]:
+    """The query as the kernel takes it: (2 x dim u8 rows, the first row's scale, the second's,
+    the norm of what both leave). Row 1 is the query in 7-bit steps, row 2 what row 1 left."""
+    peak = float(np.abs(query).max())
+    high_scale = (peak or 1.0) / QUERY_LEVEL
+    high = np.rint(query / high_scale)
+    rest = query - high * high_scale
+    low_scale = (float(np.abs(rest).max()) or 1.0) / QUERY_LEVEL
+    low = np.rint(rest / low_scale)
+    left = float(np.linalg.norm(rest - low * low_scale))
+    feed = (np.stack([high, low]) + (QUERY_LEVEL + 1)).astype(np.uint8)
+    return feed, high_scale, low_scale, left
 
 
 class VectorScan:

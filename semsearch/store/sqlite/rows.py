@@ -4,9 +4,10 @@ file deletion. SQL of :mod:`semsearch.store.sqlite.store`, kept apart so that mo
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -20,7 +21,14 @@ from semsearch.store.base import (
     damaged_error,
     listed_rel,
 )
-from semsearch.store.exact import ExactVectors
+from semsearch.store.packed import PackedVectors, VectorBlock
+from semsearch.store.sqlite.blocks import (
+    has_blocks_table,
+    read_blocks,
+    read_gone,
+    read_int_meta,
+    read_vectors_of,
+)
 from semsearch.store.sqlite.schema import connect, has_column
 
 
@@ -30,32 +38,76 @@ class VectorReader:
     Search runs the lexical arm on the store's connection in a worker thread while the vector
     arm runs and chunk rows are read, and a connection is never used by two threads at once:
     this one's users take turns through a lock (the lexical worker reads rows too, for the
-    definitions arm).
+    definitions arm). The vectors are the packed blocks and, as ``vector_ids`` and ``vectors``
+    give them, the chunks above ``meta.packed_through`` (all of them in an unpacked index).
     """
 
     def __init__(self, path: Path, read_only: bool) -> None:
         self.path = path
         self._conn = connect(path, read_only)
-        self._lock = threading.Lock()
-        self.exact = ExactVectors(self)
+        self._lock = threading.RLock()  # held across a snapshot's reads
+        self.has_blocks = has_blocks_table(self._conn)
+        self.exact = PackedVectors(self)
         self.has_paths = has_column(self._conn, "files", "path_vector")
         self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
         self._path_size = 0  # bytes of a path blob of the index's dimension (path_blob)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction around the reads inside it (and the lock held throughout)."""
+        with self._lock:
+            if self._conn.in_transaction:  # a snapshot inside a snapshot: the outer one holds
+                yield
+                return
+            self._conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self._conn.execute("COMMIT")
 
     def generation(self) -> int:
         """The store's write counter."""
         with self._lock:
             return read_generation(self._conn)
 
+    def _packed_through(self) -> int:
+        return read_int_meta(self._conn, "packed_through") if self.has_blocks else 0
+
     def vector_ids(self) -> IdArray:
-        """The ids of all chunks that have a vector, ascending."""
+        """The ids of the chunks that have a vector and are in no block, ascending."""
         with self._lock:
-            return read_vector_ids(self._conn)
+            return read_vector_ids(self._conn, self._packed_through())
 
     def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
-        """(chunk ids, file ids, float32 matrix) for chunks with id > min_id, in id order."""
+        """(chunk ids, file ids, float32 matrix) for such chunks with id > min_id, in id order."""
         with self._lock:
-            return read_vectors(self._conn, min_id, self.path)
+            return read_vectors(self._conn, max(min_id, self._packed_through()), self.path)
+
+    def pack_epoch(self) -> int:
+        """Changes when the blocks are written anew."""
+        with self._lock:
+            return read_int_meta(self._conn, "pack_epoch") if self.has_blocks else 0
+
+    def blocks(self, after: int) -> Iterator[VectorBlock]:
+        """The blocks numbered above ``after``, in order."""
+        if not self.has_blocks:
+            return
+        with self._lock:
+            dim = read_dim(self._conn, 0)
+            yield from read_blocks(self._conn, after, dim)
+
+    def gone(self) -> IdArray:
+        """Ids of packed chunks deleted since."""
+        if not self.has_blocks:
+            return np.zeros(0, dtype=np.int64)
+        with self._lock:
+            return read_gone(self._conn)
+
+    def vectors_of(self, ids: IdArray) -> tuple[IdArray, FloatArray]:
+        """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one."""
+        with self._lock:
+            dim = read_dim(self._conn, 0)
+            return read_vectors_of(self._conn, ids, lambda b: vectors_from_blobs(b, dim, self.path))
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked; unknown ids are left out."""
@@ -100,7 +152,8 @@ class VectorReader:
         return {int(i): v for i in file_ids if (v := known.get(int(i))) is not None}
 
     def close(self) -> None:
-        """Close the connection."""
+        """Stop building the blocks' sessions and close the connection."""
+        self.exact.stop_building()
         with self._lock:
             self._conn.close()
 
@@ -110,8 +163,10 @@ def read_generation(conn: sqlite3.Connection) -> int:
     return 0 if row is None else int(row[0])
 
 
-def read_vector_ids(conn: sqlite3.Connection) -> IdArray:
-    rows = conn.execute("SELECT id FROM chunks WHERE vector IS NOT NULL ORDER BY id").fetchall()
+def read_vector_ids(conn: sqlite3.Connection, above: int = 0) -> IdArray:
+    rows = conn.execute(
+        "SELECT id FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id", (above,)
+    ).fetchall()
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
 

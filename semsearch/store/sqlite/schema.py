@@ -14,7 +14,7 @@ from semsearch.store.base import listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
 from semsearch.text.lexical import chunk_terms, definitions
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 30_000
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -105,6 +105,22 @@ NO_PATH_VECTORS_VERSION = 3
 # number keeps an older semsearch from reading float16 rows as float32.
 FLOAT16_VECTORS_SQL = ""
 
+# Version 6: chunk vectors packed as int8 in blocks (semsearch.store.sqlite.blocks), the vector
+# arm of a large index; the rows keep their float16 vectors, which score the scan's candidates.
+# Nothing is packed here: the next index run packs what an older file holds.
+PACKED_VECTORS_SQL = """
+    CREATE TABLE IF NOT EXISTS vector_blocks(
+        id INTEGER PRIMARY KEY, first_id INTEGER NOT NULL, last_id INTEGER NOT NULL,
+        chunk_ids BLOB NOT NULL, file_ids BLOB NOT NULL, scales BLOB NOT NULL,
+        errors BLOB NOT NULL, norms BLOB NOT NULL, codes BLOB NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_gone(id INTEGER PRIMARY KEY);
+    CREATE TRIGGER IF NOT EXISTS chunks_packed_ad AFTER DELETE ON chunks
+        WHEN old.id <= (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'packed_through')
+    BEGIN
+        INSERT OR IGNORE INTO vector_gone(id) VALUES (old.id);
+    END;
+"""
+
 # Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
 # stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
 MIGRATIONS: tuple[str, ...] = (
@@ -113,6 +129,7 @@ MIGRATIONS: tuple[str, ...] = (
     NULLABLE_VECTORS_SQL,
     PATH_VECTORS_SQL,
     FLOAT16_VECTORS_SQL,
+    PACKED_VECTORS_SQL,
 )
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request

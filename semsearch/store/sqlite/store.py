@@ -1,10 +1,12 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 5, ``PRAGMA user_version``)::
+On-disk format (schema version 6, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
         (the rules of the FTS ``terms`` and ``defines`` columns; see semsearch.text.lexical),
+        packed_through (the last chunk id in a vector block), pack_epoch (changes when the
+        blocks are written anew),
         folder_commit.ID (the git commit folder ID's last complete run read, when a checkout)
     folders(id INTEGER PRIMARY KEY, path TEXT UNIQUE, name TEXT, last_indexed REAL)
         path: absolute path of the folder on the machine that indexed it
@@ -27,6 +29,15 @@ On-disk format (schema version 5, ``PRAGMA user_version``)::
         text_hash: 32 hex digits of BLAKE2b-128 of the UTF-8 text (`store.base.text_hash`),
         indexed, so a chunk of the same text anywhere in the index lends its vector.
         Chunk ids are never reused, so a reader can refresh only what changed.
+    vector_blocks(id INTEGER PRIMARY KEY, first_id INTEGER, last_id INTEGER, chunk_ids BLOB,
+                  file_ids BLOB, scales BLOB, errors BLOB, norms BLOB, codes BLOB)
+        ``sqlite.blocks.PACK_ROWS`` consecutive chunks that have a vector, packed: their ids and
+        file ids as little-endian int64, per chunk a float32 scale, the norm of the quantisation
+        error and the norm of the int8 vector, and the int8 vectors as ``dim`` x n (column i is
+        chunk i: value x scale). Derived from the chunk rows, which keep their vectors; the
+        chunks above ``packed_through`` are read from their rows.
+    vector_gone(id INTEGER PRIMARY KEY)
+        packed chunks deleted since their block was written (trigger ``chunks_packed_ad``)
     chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
         `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
         text/lexical.py), tokenizer `porter unicode61 remove_diacritics 2`. Triggers keep it in
@@ -43,8 +54,10 @@ the index in it. A damaged file (pages, rows or the FTS5 tables unreadable, or n
 raises ``IndexDamagedError`` from any method (``schema.damage_problem`` says which errors are
 damage); ``store.repair`` checks it in full and sets it aside, never writing to it.
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
-and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors. Opening such a
-file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors).
+and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors; version 5 had no
+vector blocks. Opening such a file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3
+file has no path vectors, a read-only version 5 file is searched from its rows); the next index
+run (``maintain``) packs its vectors.
 """
 
 from __future__ import annotations
@@ -78,6 +91,13 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.lock import is_writable, read_only_message
+from semsearch.store.sqlite.blocks import (
+    PACK_ROWS,
+    drop_blocks,
+    needs_repack,
+    next_block,
+    write_block,
+)
 from semsearch.store.sqlite.lexical import LexicalReader
 from semsearch.store.sqlite.rows import (
     VectorReader,
@@ -90,6 +110,7 @@ from semsearch.store.sqlite.rows import (
     read_vector_ids,
     read_vectors,
     vector_blobs,
+    vectors_from_blobs,
 )
 from semsearch.store.sqlite.schema import (
     AUTO_VACUUM_INCREMENTAL,
@@ -121,8 +142,10 @@ class SqliteStore:
 
     needs_model_first = False  # chunks without vectors need no dimension
 
-    def __init__(self, path: Path, *, create: bool = False) -> None:
+    def __init__(self, path: Path, *, create: bool = False, pack_rows: int = PACK_ROWS) -> None:
         self.path = path
+        self.pack_rows = pack_rows  # chunks a vector block (sqlite.blocks)
+        self._unpacked = 0  # vectors written by this store since it last packed
         if not create and not is_index_file(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
         self.read_only = path.exists() and not is_writable(path)
@@ -169,7 +192,10 @@ class SqliteStore:
         with self._write():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
-            if version == SCHEMA_VERSION and self.meta("terms_version") != TERMS_VERSION:
+            # Stale FTS columns are rebuilt whether or not the schema moves too (meta exists
+            # from version 1 on; migration 1 builds the FTS table afresh anyway).
+            stale = version >= 1 and self.meta("terms_version") != TERMS_VERSION
+            if stale and FTS_SQL not in steps:
                 steps.append(FTS_SQL)
             for statement in (sql for step in steps for sql in split_sql(step)):
                 self._conn.execute(statement)
@@ -393,7 +419,35 @@ class SqliteStore:
                 "UPDATE chunks SET vector = ? WHERE text_hash = ? AND vector IS NULL",
                 list(zip(vector_blobs(vectors), hashes, strict=True)),
             )
-            return conn.total_changes - before
+            written = conn.total_changes - before
+        self._unpacked += written
+        if self._unpacked >= self.pack_rows:  # a long embedding pass packs as it goes
+            self.pack()
+        return written
+
+    def pack(self) -> int:
+        """Pack chunks whose vectors are all written into blocks of ``pack_rows`` (see
+        ``sqlite.blocks``), first writing the blocks anew when a quarter of their chunks are
+        gone; returns the blocks written. Each block is one commit."""
+        self._unpacked = 0
+        if self.read_only:
+            return 0
+        dim = self.model()
+        if dim is None:
+            return 0
+
+        def decode(blobs: Sequence[bytes]) -> FloatArray:
+            return vectors_from_blobs(blobs, dim[1], self.path)
+
+        if needs_repack(self._conn):
+            with self._write() as conn:
+                drop_blocks(conn)
+        written = 0
+        while (block := next_block(self._conn, self.pack_rows, decode)) is not None:
+            with self._write() as conn:
+                write_block(conn, block)
+            written += 1
+        return written
 
     def pending_count(self, folder_ids: Sequence[int] | None = None) -> int:
         """Chunks still waiting for their vector (of ``folder_ids`` when given)."""
@@ -486,6 +540,7 @@ class SqliteStore:
         """Drop every file and chunk (a rebuild with another model), keeping folders."""
         with self._write() as conn:
             delete_files_where(conn, "1", ())
+            drop_blocks(conn)
             conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
 
     def chunk_ids(self) -> IdArray:
@@ -558,6 +613,7 @@ class SqliteStore:
         if self.read_only:
             return
         try:
+            self.pack()
             reclaim_space(self._conn)
         except sqlite3.OperationalError as exc:
             raise write_error(self.path, exc) from exc

@@ -1,0 +1,359 @@
+"""The vector arm of a large index: int8 vectors in blocks, scanned in place, exact by a bound.
+
+A float32 matrix of 1.4M chunks is 2.1 GB. A store that packs its vectors keeps them as
+:class:`VectorBlock` s: ``rows`` chunks each, every vector as int8 with one scale per chunk (384
+bytes a chunk for 384 dimensions), in the layout onnxruntime's ``MatMulInteger`` reads. The
+blocks are read as stored, once. A new process scans them where they lie, each block's matrix an
+input of one session (nothing to build, but the kernel re-arranges the matrix on every call);
+from its second search on, each block gets a session of its own that arranged (packed) its
+matrix once, about three times faster a scan, and the block's bytes are let go: one copy either
+way. One session for all blocks took 23 s to build and kept two copies at 1.4M chunks.
+
+The scan is exact as :mod:`semsearch.store.scan` explains: each chunk's approximate cosine ``a``
+is within ``b`` of the true one, so only chunks whose ``a + b`` reaches the ``pool``-th largest
+``a - b`` can be among the ``pool`` nearest; their stored vectors (float16 rows) are read back and
+scored exactly, which is the score an unpacked index gives. Chunks not yet packed (the newest, or
+all of a small index) are answered by :class:`~semsearch.store.exact.ExactVectors` over their
+float rows (the tail), and chunks deleted since their block was written are left out.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import functools
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from semsearch.errors import ModelError
+from semsearch.model.onnx_graph import (
+    matmul_integer_external_model,
+    matmul_integer_input_model,
+    single_thread_session,
+)
+from semsearch.store.base import FloatArray, IdArray
+from semsearch.store.exact import ExactVectors
+from semsearch.store.scan import QUERY_LEVEL, ROW_LEVEL, SLACK, quantised_query
+
+Int8Array = np.ndarray[Any, np.dtype[np.int8]]
+
+
+@dataclass(frozen=True)
+class VectorBlock:
+    """Stored chunks' vectors as int8: chunk i is ``codes[:, i] x scales[i]`` (dim x n codes,
+    the kernel's layout), ``errors[i]`` the norm of what that misses of the stored vector (inf
+    for a vector that is not finite), ``norms[i]`` the norm of the int8 form."""
+
+    number: int
+    ids: IdArray  # ascending
+    file_ids: IdArray
+    scales: FloatArray
+    errors: FloatArray
+    norms: FloatArray
+    codes: Int8Array
+
+
+def pack_block(number: int, ids: IdArray, file_ids: IdArray, matrix: FloatArray) -> VectorBlock:
+    """The block of chunks ``ids`` (of files ``file_ids``) with these float32 vectors."""
+    finite = np.asarray(np.isfinite(matrix).all(axis=1))
+    rows = np.where(finite[:, None], matrix, np.float32(0)).astype(np.float32)
+    peak = np.abs(rows).max(axis=1, initial=0)
+    scales = (np.where(peak > 0, peak, 1) / ROW_LEVEL).astype(np.float32)
+    rounded = np.rint(rows / scales[:, None])
+    restored = rounded * scales[:, None]
+    errors = np.sqrt(np.einsum("ij,ij->i", rows - restored, rows - restored)).astype(np.float32)
+    errors[~finite] = np.inf
+    norms = np.sqrt(np.einsum("ij,ij->i", restored, restored)).astype(np.float32)
+    codes = np.ascontiguousarray(rounded.T.astype(np.int8))
+    return VectorBlock(number, ids, file_ids, scales, errors, norms, codes)
+
+
+class PackedSource(Protocol):
+    """Where :class:`PackedVectors` reads: the tail as an ``ExactVectors`` source does, and the
+    blocks, the chunks deleted from them and stored vectors by id."""
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """One read transaction: what is read inside it is of one committed state."""
+
+    def generation(self) -> int:
+        """A number that changes with every committed write."""
+
+    def vector_ids(self) -> IdArray:
+        """The ids of the chunks that have a vector and are in no block, ascending."""
+
+    def vectors(self, min_id: int) -> tuple[IdArray, IdArray, FloatArray]:
+        """(chunk ids, file ids, float32 matrix) of such chunks with id > min_id."""
+
+    def pack_epoch(self) -> int:
+        """A number that changes when the blocks are written anew (not when one is added)."""
+
+    def blocks(self, after: int) -> Iterator[VectorBlock]:
+        """The blocks numbered above ``after``, in order."""
+
+    def gone(self) -> IdArray:
+        """Ids of chunks in blocks that have been deleted since."""
+
+    def vectors_of(self, ids: IdArray) -> tuple[IdArray, FloatArray]:
+        """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one."""
+
+
+class PackedVectors:
+    """A store's blocks in memory and its unpacked chunks' vectors, refreshed by generation.
+
+    Each block is scanned by a kernel: first its codes, passed to one session as an input
+    (nothing to build: the cold path); from the second search on, a thread gives each block a
+    session of its own that packed the codes once (:func:`prepacked_kernel`), and the codes are
+    let go. ``background=False`` builds those sessions in the search that asks for them.
+    """
+
+    def __init__(self, source: PackedSource, background: bool = True) -> None:
+        self._source = source
+        self._background = background
+        self.tail = ExactVectors(source)
+        self.generation = -1
+        self._epoch = -1
+        self._last = 0  # the number of the last block read
+        self._kernels: list[Any] = []  # per block: its codes, or a session that packed them
+        self._sizes: list[int] = []  # chunks a block
+        self._input_session: Any = None  # built by the first scan; False: numpy scans
+        self._searches = 0  # nearest() calls, of any generation
+        self._builder: tuple[threading.Thread, threading.Event] | None = None
+        self._build_failed = False
+        self._last_bounds: tuple[tuple[int, int, bytes], FloatArray, FloatArray] | None = None
+        self._forget_blocks()
+
+    @property
+    def is_loaded(self) -> bool:
+        """True once the vectors were read (later changes are read by ``nearest``)."""
+        return self.generation != -1
+
+    @property
+    def packed(self) -> int:
+        """Chunks held in blocks (deleted ones included)."""
+        return len(self.ids)
+
+    @property
+    def prepacked(self) -> int:
+        """Blocks scanned by a session of their own (the others: by their codes as an input)."""
+        return sum(not isinstance(kernel, np.ndarray) for kernel in self._kernels)
+
+    def _forget_blocks(self) -> None:
+        """Drop every block (a new epoch, or a clear) and stop building sessions for them."""
+        self.stop_building()
+        self._kernels, self._sizes, self._last = [], [], 0
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.file_ids = np.zeros(0, dtype=np.int64)
+        self.scales = self.errors = self.norms = np.zeros(0, dtype=np.float32)
+        self.alive = np.ones(0, dtype=bool)
+        self._last_bounds = None
+
+    def _append(self, blocks: list[VectorBlock]) -> None:
+        """Add blocks read after the last one: their per-chunk arrays joined to the others',
+        their codes kept as their kernels (the blocks themselves are not kept)."""
+        self.ids = np.concatenate([self.ids, *(b.ids for b in blocks)])
+        self.file_ids = np.concatenate([self.file_ids, *(b.file_ids for b in blocks)])
+        self.scales = np.concatenate([self.scales, *(b.scales for b in blocks)])
+        self.errors = np.concatenate([self.errors, *(b.errors for b in blocks)])
+        self.norms = np.concatenate([self.norms, *(b.norms for b in blocks)])
+        self._kernels.extend(b.codes for b in blocks)
+        self._sizes.extend(len(b.ids) for b in blocks)
+        self._last = blocks[-1].number
+
+    def refresh(self) -> None:
+        """Read the blocks added since, the deleted chunks and the tail's changes, from one
+        committed state; nothing when the generation is unchanged."""
+        with self._source.snapshot():
+            generation = self._source.generation()
+            if generation == self.generation:
+                return
+            epoch = self._source.pack_epoch()
+            if epoch != self._epoch:
+                self._forget_blocks()
+            added = list(self._source.blocks(self._last))
+            if added:
+                self._append(added)
+            del added
+            gone = self._source.gone()
+            self.alive = ~np.isin(self.ids, gone) if len(gone) else np.ones(len(self.ids), bool)
+            self.tail.refresh()
+            self.generation, self._epoch = generation, epoch
+
+    def clear(self) -> None:
+        """Forget everything read; the next refresh reads all."""
+        self.generation = self._epoch = -1
+        self._forget_blocks()
+        self.tail.clear()
+
+    def files_of(self, ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id → file id for those of ``ids`` held here."""
+        found = self.tail.files_of(ids)
+        if len(self.ids):
+            wanted = np.asarray(ids, dtype=np.int64)
+            at = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
+            held = (self.ids[at] == wanted) & self.alive[at]
+            found.update(zip(wanted[held].tolist(), self.file_ids[at[held]].tolist(), strict=True))
+        return found
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], pool: int, file_ids: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the ``pool`` nearest vectors among chunks of ``file_ids``."""
+        self.refresh()
+        self._searches += 1
+        tail = self.tail.nearest(query, pool, file_ids)
+        if not len(self.ids):
+            return tail
+        if self._searches > 1:  # a process that searches again: worth packing each block once
+            self._prepack()
+        vector = np.asarray(query, dtype=np.float32)
+        approx, bound = self._query_bounds(vector)
+        if file_ids is not None:
+            allowed = np.fromiter(file_ids, dtype=np.int64, count=len(file_ids))
+            approx = np.where(np.isin(self.file_ids, allowed), approx, np.float32(-np.inf))
+        lower = np.concatenate([approx - bound, np.array([s for _, s in tail], np.float32)])
+        lower = lower[np.isfinite(lower)]
+        if len(lower) > pool:
+            floor = np.partition(lower, len(lower) - pool)[len(lower) - pool]
+            chosen = np.flatnonzero(np.isfinite(approx) & (approx + bound >= floor))
+        else:
+            chosen = np.flatnonzero(np.isfinite(approx))
+        ids, matrix = self._source.vectors_of(self.ids[chosen])
+        scores = matrix @ vector if len(ids) else np.zeros(0, np.float32)
+        ids = np.concatenate([np.array([i for i, _ in tail], np.int64), ids])
+        scores = np.concatenate([np.array([s for _, s in tail], np.float32), scores])
+        kept = np.isfinite(scores)
+        ids, scores = ids[kept], scores[kept]
+        best = np.lexsort((ids, -scores))[:pool]  # best first, ties by chunk id
+        return list(zip(ids[best].tolist(), scores[best].tolist(), strict=True))
+
+    def _query_bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """:meth:`_bounds` with deleted chunks at -inf, kept for the next call: a search that
+        finds copies of one text asks again for the same query with a deeper pool."""
+        key = (self.generation, len(self.ids), query.tobytes())
+        if self._last_bounds is None or self._last_bounds[0] != key:
+            approx, bound = self._bounds(query)
+            approx[~self.alive] = -np.inf
+            self._last_bounds = (key, approx, bound)
+        return self._last_bounds[1], self._last_bounds[2]
+
+    def _bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(approximate cosines, their error bounds) of every packed chunk."""
+        feed, high_scale, low_scale, left = quantised_query(query)
+        approx = np.empty(len(self.ids), dtype=np.float32)
+        start = 0
+        for kernel, size in zip(list(self._kernels), self._sizes, strict=True):
+            sums = self._sums(feed, kernel).astype(np.float32)
+            approx[start : start + size] = sums[0] * np.float32(high_scale)
+            approx[start : start + size] += sums[1] * np.float32(low_scale)
+            start += size
+        approx *= self.scales
+        bound = self.errors * np.float32(np.linalg.norm(query))
+        bound += self.norms * np.float32(left)
+        bound += np.float32(SLACK)
+        return approx, bound
+
+    def _sums(self, feed: Any, kernel: Any) -> Any:
+        """The kernel's integer products of the query rows and a block's codes."""
+        if not isinstance(kernel, np.ndarray):  # a session that holds the block, packed
+            return kernel.run(None, {"q": feed})[0]
+        if self._input_session is None:
+            try:
+                model = matmul_integer_input_model(kernel.shape[0], QUERY_LEVEL + 1)
+                self._input_session = single_thread_session(model)
+            except ModelError:  # numpy answers alike, about three times slower
+                self._input_session = False
+        if self._input_session is False:
+            rows = feed.astype(np.int32) - (QUERY_LEVEL + 1)
+            return np.einsum("kd,dn->kn", rows, kernel, dtype=np.int32)
+        return self._input_session.run(None, {"q": feed, "m": kernel})[0]
+
+    def _prepack(self) -> None:
+        """Start giving each block still scanned by its codes a session of its own (in this
+        thread when not ``background``), unless that is under way or failed before."""
+        if self._build_failed or self._input_session is False:
+            return
+        if self._builder is not None and self._builder[0].is_alive():
+            return
+        if not any(isinstance(kernel, np.ndarray) for kernel in self._kernels):
+            return
+        stop = threading.Event()
+        if not self._background:
+            self._build(self._kernels, stop)
+            return
+        thread = threading.Thread(
+            target=self._build, args=(self._kernels, stop), name="semsearch-prepack", daemon=True
+        )
+        self._builder = (thread, stop)
+        _BUILDERS.add(self._builder)
+        thread.start()
+
+    def _build(self, kernels: list[Any], stop: threading.Event) -> None:
+        """Replace each block's codes in ``kernels`` by a session that packed them, until
+        ``stop`` is set. A search reads each slot once, so it scans either form."""
+        at = 0
+        while at < len(kernels) and not stop.is_set():
+            codes = kernels[at]
+            if isinstance(codes, np.ndarray):
+                try:
+                    kernels[at] = prepacked_kernel(codes)
+                except (ModelError, MemoryError):  # an aid only: the input scan answers alike
+                    self._build_failed = True
+                    break
+                del codes
+                release_freed_memory()
+            at += 1
+        _BUILDERS.discard((threading.current_thread(), stop))
+
+    def stop_building(self) -> None:
+        """Stop the thread that builds the blocks' sessions, if one runs, and wait for it."""
+        if self._builder is not None:
+            thread, stop = self._builder
+            stop.set()
+            if thread is not threading.current_thread():
+                thread.join()
+            _BUILDERS.discard(self._builder)
+            self._builder = None
+
+
+def prepacked_kernel(codes: Int8Array) -> Any:
+    """A session that holds ``codes`` (dim x n int8) packed for onnxruntime's kernel and gives
+    ``sums`` = (q - zero) @ codes for a query ``q``; the caller's ``codes`` can go afterwards.
+    Raises :class:`~semsearch.errors.ModelError` when onnxruntime cannot build it."""
+    dim, rows = codes.shape
+    model = matmul_integer_external_model(dim, rows, QUERY_LEVEL + 1, "codes")
+    return single_thread_session(model, {"codes": memoryview(codes.data).cast("B")})
+
+
+def release_freed_memory() -> None:
+    """Give the memory freed so far back to the system, where the C library can (glibc's
+    ``malloc_trim``; elsewhere nothing). glibc keeps freed blocks for reuse, and a block's codes
+    (freed in the searching thread's heap) are not reused by the sessions built in another:
+    at 1.4M chunks the process held 1.8 GB after the build, 0.83 GB once trimmed."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (TypeError: Windows)
+        return None
+
+
+# Builder threads still running, stopped (after their current block) before the interpreter
+# finalizes, so none is inside onnxruntime while it unloads.
+_BUILDERS: set[tuple[threading.Thread, threading.Event]] = set()
+
+
+@atexit.register
+def _stop_builders() -> None:
+    for thread, stop in list(_BUILDERS):
+        stop.set()
+        thread.join()

@@ -1,0 +1,149 @@
+"""The SQLite index's packed vectors: blocks of int8 vectors written from the chunk rows, read
+whole by the vector arm (:mod:`semsearch.store.packed`).
+
+A block packs ``PACK_ROWS`` consecutive chunks that have a vector, all below the first chunk still
+waiting for one; ``meta.packed_through`` is the last chunk id packed, so the chunks above it are
+the tail, read from their rows. Chunk ids only grow and a chunk's vector never changes, so a
+block stays right but for deletions, which a trigger records in ``vector_gone``. When those are a
+quarter of the packed chunks, the blocks are written anew (``meta.pack_epoch`` changes).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from semsearch.store.base import FloatArray, IdArray
+from semsearch.store.packed import VectorBlock, pack_block
+
+PACK_ROWS = 16_384  # chunks a block: a 6 MB blob at 384 dimensions; the tail stays below this
+
+
+def read_int_meta(conn: sqlite3.Connection, key: str) -> int:
+    """An integer meta value, 0 when unset."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def read_blocks(conn: sqlite3.Connection, after: int, dim: int) -> Iterator[VectorBlock]:
+    """The stored blocks numbered above ``after``, in order, one row in memory at a time."""
+    rows = conn.execute(
+        "SELECT id, chunk_ids, file_ids, scales, errors, norms, codes FROM vector_blocks"
+        " WHERE id > ? ORDER BY id",
+        (after,),
+    )
+    for number, ids, file_ids, scales, errors, norms, codes in rows:
+        yield VectorBlock(
+            number,
+            np.frombuffer(ids, dtype="<i8"),
+            np.frombuffer(file_ids, dtype="<i8"),
+            np.frombuffer(scales, dtype="<f4"),
+            np.frombuffer(errors, dtype="<f4"),
+            np.frombuffer(norms, dtype="<f4"),
+            np.frombuffer(codes, dtype=np.int8).reshape(dim, -1),
+        )
+
+
+def read_gone(conn: sqlite3.Connection) -> IdArray:
+    """Ids of packed chunks deleted since their block was written."""
+    rows = conn.execute("SELECT id FROM vector_gone").fetchall()
+    return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+
+def write_block(conn: sqlite3.Connection, block: VectorBlock) -> None:
+    """Store a block and move ``packed_through`` to its last chunk, in the caller's transaction."""
+    conn.execute(
+        "INSERT INTO vector_blocks(id, first_id, last_id, chunk_ids, file_ids, scales, errors,"
+        " norms, codes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            block.number,
+            int(block.ids[0]),
+            int(block.ids[-1]),
+            block.ids.astype("<i8").tobytes(),
+            block.file_ids.astype("<i8").tobytes(),
+            block.scales.astype("<f4").tobytes(),
+            block.errors.astype("<f4").tobytes(),
+            block.norms.astype("<f4").tobytes(),
+            block.codes.tobytes(),
+        ),
+    )
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('packed_through', ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (str(int(block.ids[-1])),),
+    )
+
+
+def next_block(
+    conn: sqlite3.Connection,
+    rows: int,
+    decode: Callable[[Sequence[bytes]], FloatArray],
+) -> VectorBlock | None:
+    """The next block to pack (the ``rows`` chunks after ``packed_through`` that have a vector,
+    all below the first chunk without one), or None when fewer wait."""
+    through = read_int_meta(conn, "packed_through")
+    first_pending = conn.execute("SELECT min(id) FROM chunks WHERE vector IS NULL").fetchone()[0]
+    below = "" if first_pending is None else " AND id < ?"
+    params = (through,) if first_pending is None else (through, first_pending)
+    found = conn.execute(
+        f"SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL{below}"
+        " ORDER BY id LIMIT ?",
+        (*params, rows),
+    ).fetchall()
+    if len(found) < rows:
+        return None
+    number = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM vector_blocks").fetchone()[0]
+    ids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+    file_ids = np.fromiter((r[1] for r in found), dtype=np.int64, count=len(found))
+    return pack_block(int(number), ids, file_ids, decode([r[2] for r in found]))
+
+
+def needs_repack(conn: sqlite3.Connection) -> bool:
+    """True when a quarter of the packed chunks are gone: the blocks are worth writing anew."""
+    gone = conn.execute("SELECT count(*) FROM vector_gone").fetchone()[0]
+    if not gone:
+        return False
+    packed = conn.execute(
+        "SELECT coalesce(sum(length(chunk_ids)), 0) / 8 FROM vector_blocks"
+    ).fetchone()[0]
+    return bool(gone * 4 >= packed)
+
+
+def drop_blocks(conn: sqlite3.Connection) -> None:
+    """Forget every block (their chunks are the tail again), in the caller's transaction."""
+    conn.execute("DELETE FROM vector_blocks")
+    conn.execute("DELETE FROM meta WHERE key = 'packed_through'")
+    conn.execute("DELETE FROM vector_gone")
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('pack_epoch', '1')"
+        " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
+
+
+def read_vectors_of(
+    conn: sqlite3.Connection, ids: IdArray, decode: Callable[[Sequence[bytes]], FloatArray]
+) -> tuple[IdArray, FloatArray]:
+    """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one."""
+    found: list[tuple[int, bytes]] = []
+    wanted = ids.tolist()
+    for start in range(0, len(wanted), 500):  # below SQLite's bound-parameter limit
+        part = wanted[start : start + 500]
+        found.extend(
+            conn.execute(
+                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                " AND vector IS NOT NULL",
+                part,
+            ).fetchall()
+        )
+    got = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+    return got, decode([r[1] for r in found])
+
+
+def has_blocks_table(conn: sqlite3.Connection) -> bool:
+    """False in a read-only file of schema version 5 or older, which has no blocks."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vector_blocks'"
+    ).fetchone()
+    return row is not None

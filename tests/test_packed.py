@@ -1,0 +1,318 @@
+"""Packed vectors: a SQLite index's vectors in int8 blocks give the exact nearest chunks."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.store import ChunkRecord, FileWrite
+from semsearch.store.packed import PackedVectors, VectorBlock, pack_block, prepacked_kernel
+from semsearch.store.scan import QUERY_LEVEL
+from semsearch.store.sqlite.schema import SCHEMA_VERSION
+from semsearch.store.sqlite.store import SqliteStore
+from tests.test_scan import DIM, queries, unit_rows
+
+PACK = 64  # chunks a block in these tests: several blocks and a tail from a few hundred chunks
+
+
+def write_files(store: SqliteStore, files: dict[str, Any], vectors: bool = True) -> None:
+    folder = store.ensure_folder("/srv/a", "a")
+    writes = []
+    for rel, matrix in files.items():
+        chunks = tuple(
+            ChunkRecord(n + 1, n + 1, 0, 4, None, f"{rel} chunk {n}") for n in range(len(matrix))
+        )
+        writes.append(
+            FileWrite(folder, rel, 1, 10, "sha", "ok", "text", chunks, matrix if vectors else None)
+        )
+    store.write_files(writes)
+
+
+def brute(store: SqliteStore, files: dict[str, Any], query: Any, pool: int) -> list[int]:
+    """The ids of the ``pool`` chunks nearest ``query`` by their stored (float16) vectors."""
+    rows = [r for r in store.chunks([int(i) for i in store.chunk_ids()]) if r.rel in files]
+    stored = np.stack([files[r.rel][r.start_line - 1] for r in rows]).astype(np.float16)
+    scores = stored.astype(np.float32) @ query
+    ids = np.array([r.id for r in rows])
+    return ids[np.argsort(-scores, kind="stable")[:pool]].tolist()
+
+
+def make_files(count: int, seed: int) -> dict[str, Any]:
+    matrix = unit_rows(count, seed=seed)
+    return {f"f{n}.py": matrix[n * 8 : n * 8 + 8] for n in range(count // 8)}
+
+
+def blocks_of(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM vector_blocks").fetchone()[0])
+
+
+def test_a_packed_index_gives_the_nearest_chunks_of_an_unpacked_one(tmp_path: Path) -> None:
+    files = make_files(600, seed=40)
+    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    write_files(store, files)
+    store.maintain()
+    assert blocks_of(store.path) == 600 // PACK  # and a tail of 600 % 64 chunks
+    for query in queries(unit_rows(600, seed=40), seed=41):
+        found = store.nearest(query, 50, None)
+        assert [cid for cid, _ in found] == brute(store, files, query, 50)
+    store.close()
+
+
+def test_chunks_deleted_after_packing_are_never_found_and_new_ones_are(tmp_path: Path) -> None:
+    files = make_files(600, seed=42)
+    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    write_files(store, files)
+    store.maintain()
+    query = queries(unit_rows(600, seed=42), seed=43)[0]
+    assert store.nearest(query, 10, None)  # loaded, then changed under the reader
+    nearest_file = store.chunks([store.nearest(query, 1, None)[0][0]])[0].rel
+    store.delete_files(store.folders()[0].id, [nearest_file])
+    del files[nearest_file]
+    files["new.py"] = unit_rows(8, seed=44)
+    write_files(store, {"new.py": files["new.py"]})
+    found = store.nearest(query, 50, None)
+    assert [cid for cid, _ in found] == brute(store, files, query, 50)
+    assert nearest_file not in {r.rel for r in store.chunks([cid for cid, _ in found])}
+    store.close()
+
+
+def test_blocks_are_written_anew_when_a_quarter_of_their_chunks_are_gone(tmp_path: Path) -> None:
+    files = make_files(512, seed=45)
+    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    write_files(store, files)
+    store.maintain()
+    assert blocks_of(store.path) == 8
+    gone = [f"f{n}.py" for n in range(0, 64, 2)]  # 256 of 512 chunks
+    store.delete_files(store.folders()[0].id, gone)
+    for rel in gone:
+        del files[rel]
+    store.maintain()
+    assert blocks_of(store.path) == 4
+    query = queries(unit_rows(512, seed=45), seed=46)[1]
+    assert [cid for cid, _ in store.nearest(query, 40, None)] == brute(store, files, query, 40)
+    store.close()
+
+
+def test_a_search_within_files_finds_packed_chunks_of_those_files_only(tmp_path: Path) -> None:
+    files = make_files(400, seed=47)
+    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    write_files(store, files)
+    store.maintain()
+    refs = {ref.rel: file_id for file_id, ref in store.file_refs().items()}
+    chosen = {"f3.py", "f30.py"}
+    query = queries(unit_rows(400, seed=47), seed=48)[2]
+    found = store.nearest(query, 10, [refs[r] for r in chosen])
+    assert {r.rel for r in store.chunks([cid for cid, _ in found])} <= chosen
+    assert [cid for cid, _ in found] == brute(store, {r: files[r] for r in chosen}, query, 10)
+    store.close()
+
+
+def test_chunks_waiting_for_vectors_stop_the_packing_until_they_have_them(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    waiting = make_files(96, seed=49)
+    write_files(store, waiting, vectors=False)
+    later = make_files(200, seed=50)
+    write_files(store, {f"b{rel}": m for rel, m in later.items()})
+    store.maintain()
+    assert blocks_of(store.path) == 0  # the first chunks have no vector yet
+    texts = store.pending_texts(1000)
+    by_text = {f"{rel} chunk {n}": m[n] for rel, m in waiting.items() for n in range(len(m))}
+    store.set_vectors([h for h, _ in texts], np.stack([by_text[t] for _, t in texts]))
+    store.maintain()
+    assert blocks_of(store.path) == (96 + 200) // PACK
+    files = {**waiting, **{f"b{rel}": m for rel, m in later.items()}}
+    query = queries(unit_rows(96, seed=49), seed=51)[0]
+    assert [cid for cid, _ in store.nearest(query, 30, None)] == brute(store, files, query, 30)
+    store.close()
+
+
+def test_an_index_of_the_previous_schema_opens_and_is_packed_by_its_next_run(
+    tmp_path: Path,
+) -> None:
+    files = make_files(300, seed=52)
+    path = tmp_path / "index.db"
+    store = SqliteStore(path, create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    write_files(store, files)
+    store.close()
+    with sqlite3.connect(path) as conn:  # what version 5 had: no blocks, no trigger
+        conn.execute("DROP TRIGGER chunks_packed_ad")
+        conn.execute("DROP TABLE vector_blocks")
+        conn.execute("DROP TABLE vector_gone")
+        conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        conn.execute("PRAGMA user_version=5")
+    store = SqliteStore(path, pack_rows=PACK)
+    query = queries(unit_rows(300, seed=52), seed=53)[0]
+    assert [cid for cid, _ in store.nearest(query, 20, None)] == brute(store, files, query, 20)
+    store.maintain()
+    assert store.meta("schema_version") == str(SCHEMA_VERSION)
+    assert blocks_of(path) == 300 // PACK
+    assert [cid for cid, _ in store.nearest(query, 20, None)] == brute(store, files, query, 20)
+    store.close()
+
+
+class BlockSource:
+    """An in-memory PackedSource: float32 vectors of chunks 1..n, the first ``packed`` of them
+    in blocks of ``rows``, the rest the tail; chunks can be deleted and added."""
+
+    def __init__(self, matrix: Any, rows: int, packed: int) -> None:
+        self.vectors_by_id = {n + 1: matrix[n] for n in range(len(matrix))}
+        self.files = {n + 1: n // 8 + 1 for n in range(len(matrix))}
+        self.packed_through = packed
+        self.deleted: set[int] = set()
+        self.changes = 0
+        self.epoch = 1
+        self.blocks_made = [
+            pack_block(
+                number + 1,
+                np.arange(start + 1, start + rows + 1, dtype=np.int64),
+                np.array([self.files[i] for i in range(start + 1, start + rows + 1)]),
+                matrix[start : start + rows],
+            )
+            for number, start in enumerate(range(0, packed, rows))
+        ]
+
+    def snapshot(self) -> Any:
+        return contextlib.nullcontext()
+
+    def generation(self) -> int:
+        return self.changes
+
+    def vector_ids(self) -> Any:
+        tail = [i for i in self.vectors_by_id if i > self.packed_through and i not in self.deleted]
+        return np.array(sorted(tail), dtype=np.int64)
+
+    def vectors(self, min_id: int) -> tuple[Any, Any, Any]:
+        ids = [i for i in self.vector_ids().tolist() if i > min_id]
+        rows = [self.vectors_by_id[i] for i in ids]
+        matrix = np.stack(rows) if rows else np.zeros((0, DIM), np.float32)
+        return np.array(ids, np.int64), np.array([self.files[i] for i in ids], np.int64), matrix
+
+    def pack_epoch(self) -> int:
+        return self.epoch
+
+    def blocks(self, after: int) -> Iterator[VectorBlock]:
+        return iter([b for b in self.blocks_made if b.number > after])
+
+    def gone(self) -> Any:
+        return np.array(sorted(i for i in self.deleted if i <= self.packed_through), np.int64)
+
+    def vectors_of(self, ids: Any) -> tuple[Any, Any]:
+        kept = [int(i) for i in ids if int(i) not in self.deleted]
+        rows = [self.vectors_by_id[i] for i in kept]
+        return np.array(kept, np.int64), np.stack(rows) if rows else np.zeros((0, DIM), np.float32)
+
+    def delete(self, ids: list[int]) -> None:
+        self.deleted.update(ids)
+        self.changes += 1
+
+    def add(self, matrix: Any) -> None:
+        first = max(self.vectors_by_id) + 1
+        for n, row in enumerate(matrix):
+            self.vectors_by_id[first + n] = row
+            self.files[first + n] = 10_000
+        self.changes += 1
+
+    def float32_top(self, query: Any, pool: int, files: set[int] | None = None) -> list[int]:
+        """The brute-force answer: every live chunk's float32 cosine, best first."""
+        ids = [
+            i
+            for i in sorted(self.vectors_by_id)
+            if i not in self.deleted and (files is None or self.files[i] in files)
+        ]
+        scores = np.stack([self.vectors_by_id[i] for i in ids]) @ query
+        return [ids[n] for n in np.argsort(-scores, kind="stable")[:pool]]
+
+
+def assert_exact(vectors: PackedVectors, source: BlockSource, query: Any, pool: int) -> None:
+    found = vectors.nearest(query, pool, None)
+    assert [cid for cid, _ in found] == source.float32_top(query, pool)
+    wanted = np.stack([source.vectors_by_id[cid] for cid, _ in found]) @ query
+    assert np.allclose([score for _, score in found], wanted, atol=1e-6)
+
+
+def test_packed_vectors_give_the_float32_nearest_before_and_after_blocks_are_prepacked() -> None:
+    """Blocks scanned as inputs (the first search), then by sessions of their own (from the
+    second): both exact against every chunk's float32 cosine, blocks, tail and deletions."""
+    matrix = unit_rows(1000, seed=60)
+    source = BlockSource(matrix, rows=128, packed=896)  # 7 blocks and a tail of 104
+    vectors = PackedVectors(source, background=False)
+    probes = queries(matrix, seed=61)
+    assert_exact(vectors, source, probes[0], 40)
+    assert vectors.prepacked == 0  # a process that searched once built nothing
+    for query in probes:
+        assert_exact(vectors, source, query, 40)
+    assert vectors.prepacked == 7
+    source.delete([int(cid) for cid, _ in vectors.nearest(probes[1], 5, None)] + [1000])
+    source.add(unit_rows(30, seed=62))
+    for query in probes:
+        assert_exact(vectors, source, query, 40)
+        assert_exact(vectors, source, query, 1)
+
+
+def test_prepacking_in_a_thread_leaves_every_answer_exact() -> None:
+    matrix = unit_rows(1200, seed=63)
+    source = BlockSource(matrix, rows=64, packed=1152)  # 18 blocks
+    vectors = PackedVectors(source)
+    probes = queries(matrix, seed=64)
+    for _ in range(40):  # searches while the thread replaces the blocks' kernels one by one
+        for query in probes:
+            assert_exact(vectors, source, query, 25)
+        if vectors.prepacked == 18:
+            break
+        time.sleep(0.05)
+    assert vectors.prepacked == 18
+    vectors.stop_building()
+
+
+def test_blocks_written_anew_while_sessions_are_built_are_read_anew() -> None:
+    matrix = unit_rows(800, seed=65)
+    source = BlockSource(matrix, rows=64, packed=768)
+    vectors = PackedVectors(source)
+    query = queries(matrix, seed=66)[0]
+    assert_exact(vectors, source, query, 30)
+    assert_exact(vectors, source, query, 30)  # the thread starts
+    source.delete(list(range(1, 400, 2)))
+    source.blocks_made, source.packed_through, source.epoch = [], 0, 2  # all in the tail now
+    assert_exact(vectors, source, query, 30)
+    assert vectors.packed == 0 and vectors.prepacked == 0
+    source.blocks_made = BlockSource(matrix, rows=64, packed=768).blocks_made  # and packed again
+    source.packed_through, source.epoch = 768, 3
+    source.changes += 1
+    for _ in range(3):
+        assert_exact(vectors, source, query, 30)
+    vectors.stop_building()
+
+
+def test_a_search_within_files_is_exact_on_prepacked_blocks() -> None:
+    matrix = unit_rows(640, seed=67)
+    source = BlockSource(matrix, rows=128, packed=640)
+    vectors = PackedVectors(source, background=False)
+    query = queries(matrix, seed=68)[3]
+    vectors.nearest(query, 10, None)
+    files = {2, 17, 40, 79}
+    for _ in range(2):
+        found = vectors.nearest(query, 12, sorted(files))
+        assert [cid for cid, _ in found] == source.float32_top(query, 12, files)
+    assert vectors.prepacked == 5
+
+
+def test_a_prepacked_kernel_gives_the_integer_sums_of_its_codes() -> None:
+    rng = np.random.default_rng(69)
+    codes = rng.integers(-127, 128, size=(DIM, 300), dtype=np.int8)
+    feed = rng.integers(1, 2 * QUERY_LEVEL + 2, size=(2, DIM), dtype=np.uint8)
+    kernel = prepacked_kernel(codes.copy())
+    expected = (feed.astype(np.int64) - (QUERY_LEVEL + 1)) @ codes.astype(np.int64)
+    assert (kernel.run(None, {"q": feed})[0] == expected).all()

@@ -74,13 +74,13 @@ class RemoteLocation(NamedTuple):
 
     Printed, it is its URI; its ``repr`` leaves the options out, so that no secret reaches a
     message or a log. ``cache`` is where readers keep copies of what they read whole
-    (:mod:`semsearch.store.lance.cache`), None for none; it is no part of the location's
-    identity.
+    (:mod:`semsearch.store.lance.cache`), None for none (``SS_REMOTE_CACHE``): not part of the
+    URI a server or a copy is known by (``str``, ``lance.cache.uri_key``).
     """
 
     uri: str
     options: tuple[tuple[str, str], ...] = ()
-    cache: Path | None = None  # where a reader keeps local copies (SS_REMOTE_CACHE)
+    cache: Path | None = None
 
     def __str__(self) -> str:
         return self.uri

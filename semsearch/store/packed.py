@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import functools
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from semsearch.model.onnx_graph import (
     matmul_integer_input_model,
     single_thread_session,
 )
+from semsearch.process import release_freed_memory
 from semsearch.store.base import FloatArray, IdArray
 from semsearch.store.exact import ExactVectors
 from semsearch.store.scan import QUERY_LEVEL, ROW_LEVEL, SLACK, quantised_query
@@ -327,24 +326,6 @@ def prepacked_kernel(codes: Int8Array) -> Any:
     dim, rows = codes.shape
     model = matmul_integer_external_model(dim, rows, QUERY_LEVEL + 1, "codes")
     return single_thread_session(model, {"codes": memoryview(codes.data).cast("B")})
-
-
-def release_freed_memory() -> None:
-    """Give the memory freed so far back to the system, where the C library can (glibc's
-    ``malloc_trim``; elsewhere nothing). glibc keeps freed blocks for reuse, and a block's codes
-    (freed in the searching thread's heap) are not reused by the sessions built in another:
-    at 1.4M chunks the process held 1.8 GB after the build, 0.83 GB once trimmed."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc (TypeError: Windows)
-        return None
 
 
 # Builder threads still running, stopped (after their current block) before the interpreter

@@ -17,14 +17,9 @@ import numpy as np
 
 from semsearch.store.base import FloatArray, IdArray
 from semsearch.store.packed import VectorBlock, pack_block
+from semsearch.store.sqlite.schema import read_int_meta
 
 PACK_ROWS = 16_384  # chunks a block: a 6 MB blob at 384 dimensions; the tail stays below this
-
-
-def read_int_meta(conn: sqlite3.Connection, key: str) -> int:
-    """An integer meta value, 0 when unset."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def read_blocks(conn: sqlite3.Connection, after: int, dim: int) -> Iterator[VectorBlock]:

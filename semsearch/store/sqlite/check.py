@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from semsearch.store.lock import is_writable
-from semsearch.store.sqlite.rows import VECTOR_DTYPES, read_dim
-from semsearch.store.sqlite.schema import connect, damage_problem, has_column
+from semsearch.store.sqlite.rows import VECTOR_DTYPES
+from semsearch.store.sqlite.schema import connect, damage_problem, has_column, read_int_meta
 
 STEPS = ("SQLite integrity_check", "FTS5 integrity-check", "every row read")
 MAX_PROBLEMS = 20  # integrity_check lists every bad page: the first ones say enough
@@ -109,7 +109,7 @@ def _steps(conn: sqlite3.Connection, read_only: bool) -> Iterator[tuple[str, str
 
 def _read_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
     """Every row decoded as semsearch decodes it; a chunk vector must have a stored size."""
-    dim = read_dim(conn, 0)
+    dim = read_int_meta(conn, "dim")
     sizes = {dim * np.dtype(dtype).itemsize for dtype in VECTOR_DTYPES}
     path_vector = ", path_vector" if has_column(conn, "files", "path_vector") else ""
     for table, columns in (

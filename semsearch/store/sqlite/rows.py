@@ -26,10 +26,9 @@ from semsearch.store.sqlite.blocks import (
     has_blocks_table,
     read_blocks,
     read_gone,
-    read_int_meta,
     read_vectors_of,
 )
-from semsearch.store.sqlite.schema import connect, has_column
+from semsearch.store.sqlite.schema import connect, has_column, read_int_meta
 
 
 class VectorReader:
@@ -68,7 +67,7 @@ class VectorReader:
     def generation(self) -> int:
         """The store's write counter."""
         with self._lock:
-            return read_generation(self._conn)
+            return read_int_meta(self._conn, "generation")
 
     def _packed_through(self) -> int:
         return read_int_meta(self._conn, "packed_through") if self.has_blocks else 0
@@ -93,7 +92,7 @@ class VectorReader:
         if not self.has_blocks:
             return
         with self._lock:
-            dim = read_dim(self._conn, 0)
+            dim = read_int_meta(self._conn, "dim")
             yield from read_blocks(self._conn, after, dim)
 
     def gone(self) -> IdArray:
@@ -106,7 +105,7 @@ class VectorReader:
     def vectors_of(self, ids: IdArray) -> tuple[IdArray, FloatArray]:
         """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one."""
         with self._lock:
-            dim = read_dim(self._conn, 0)
+            dim = read_int_meta(self._conn, "dim")
             return read_vectors_of(self._conn, ids, lambda b: vectors_from_blobs(b, dim, self.path))
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
@@ -137,7 +136,7 @@ class VectorReader:
         with self._lock:
             if self._paths[0] != generation:
                 self._paths = (generation, {})
-                self._path_size = 4 + read_dim(self._conn, 0)
+                self._path_size = 4 + read_int_meta(self._conn, "dim")
             known = self._paths[1]
             missing = [int(i) for i in file_ids if int(i) not in known]
             if missing:
@@ -158,11 +157,6 @@ class VectorReader:
             self._conn.close()
 
 
-def read_generation(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-    return 0 if row is None else int(row[0])
-
-
 def read_vector_ids(conn: sqlite3.Connection, above: int = 0) -> IdArray:
     rows = conn.execute(
         "SELECT id FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id", (above,)
@@ -177,7 +171,7 @@ def read_vectors(
         "SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL ORDER BY id",
         (min_id,),
     ).fetchall()
-    dim = read_dim(conn, 0)  # rows without a recorded dimension: "damaged" below
+    dim = read_int_meta(conn, "dim")  # rows without a recorded dimension: "damaged" below
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     file_ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
     return ids, file_ids, vectors_from_blobs([r[2] for r in rows], dim, path)
@@ -212,12 +206,6 @@ def vectors_from_blobs(blobs: Sequence[bytes], dim: int, path: Path) -> FloatArr
         joined = b"".join(blobs[i] for i in at.tolist())
         matrix[at] = np.frombuffer(joined, dtype=dtype).reshape(len(at), dim)
     return matrix
-
-
-def read_dim(conn: sqlite3.Connection, default: int) -> int:
-    """The vector dimension the index recorded (``meta.dim``), else ``default``."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-    return default if row is None else int(row[0])
 
 
 def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, bytes]:

@@ -149,6 +149,12 @@ DAMAGE_SIGNS: dict[str, str] = {
 }
 
 
+def read_int_meta(conn: sqlite3.Connection, key: str) -> int:
+    """An integer meta value (``generation``, ``dim``, ``packed_through``, ...), 0 when unset."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     """True when ``table`` has ``column`` (a read-only file of an older schema may lack it)."""
     return column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}

@@ -104,7 +104,6 @@ from semsearch.store.sqlite.rows import (
     delete_files_where,
     move_files,
     path_blob,
-    read_generation,
     read_pending_paths,
     read_stored_vectors,
     read_vector_ids,
@@ -123,6 +122,7 @@ from semsearch.store.sqlite.schema import (
     damage_problem,
     is_index_file,
     is_write_failure,
+    read_int_meta,
     reclaim_space,
     split_sql,
     write_error,
@@ -249,7 +249,7 @@ class SqliteStore:
 
     def generation(self) -> int:
         """Counter bumped by every committed write; readers compare it to refresh caches."""
-        return read_generation(self._conn)
+        return read_int_meta(self._conn, "generation")
 
     def model(self) -> tuple[str, int] | None:
         """The (model id, dimension) the stored vectors were made with, if any."""

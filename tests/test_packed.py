@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from semsearch.store import ChunkRecord, FileWrite
+from semsearch.errors import ModelError
+from semsearch.store import ChunkRecord, FileWrite, packed
 from semsearch.store.packed import PackedVectors, VectorBlock, pack_block, prepacked_kernel
 from semsearch.store.scan import QUERY_LEVEL
 from semsearch.store.sqlite.schema import SCHEMA_VERSION
@@ -48,6 +50,15 @@ def make_files(count: int, seed: int) -> dict[str, Any]:
     return {f"f{n}.py": matrix[n * 8 : n * 8 + 8] for n in range(count // 8)}
 
 
+def packed_store(tmp_path: Path, files: dict[str, Any]) -> SqliteStore:
+    """A new index of ``files`` (blocks of PACK chunks and a tail), maintained as a run ends."""
+    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
+    store.set_model("test-model", DIM)
+    write_files(store, files)
+    store.maintain()
+    return store
+
+
 def blocks_of(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute("SELECT count(*) FROM vector_blocks").fetchone()[0])
@@ -55,10 +66,7 @@ def blocks_of(path: Path) -> int:
 
 def test_a_packed_index_gives_the_nearest_chunks_of_an_unpacked_one(tmp_path: Path) -> None:
     files = make_files(600, seed=40)
-    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
-    store.set_model("test-model", DIM)
-    write_files(store, files)
-    store.maintain()
+    store = packed_store(tmp_path, files)
     assert blocks_of(store.path) == 600 // PACK  # and a tail of 600 % 64 chunks
     for query in queries(unit_rows(600, seed=40), seed=41):
         found = store.nearest(query, 50, None)
@@ -68,10 +76,7 @@ def test_a_packed_index_gives_the_nearest_chunks_of_an_unpacked_one(tmp_path: Pa
 
 def test_chunks_deleted_after_packing_are_never_found_and_new_ones_are(tmp_path: Path) -> None:
     files = make_files(600, seed=42)
-    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
-    store.set_model("test-model", DIM)
-    write_files(store, files)
-    store.maintain()
+    store = packed_store(tmp_path, files)
     query = queries(unit_rows(600, seed=42), seed=43)[0]
     assert store.nearest(query, 10, None)  # loaded, then changed under the reader
     nearest_file = store.chunks([store.nearest(query, 1, None)[0][0]])[0].rel
@@ -87,10 +92,7 @@ def test_chunks_deleted_after_packing_are_never_found_and_new_ones_are(tmp_path:
 
 def test_blocks_are_written_anew_when_a_quarter_of_their_chunks_are_gone(tmp_path: Path) -> None:
     files = make_files(512, seed=45)
-    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
-    store.set_model("test-model", DIM)
-    write_files(store, files)
-    store.maintain()
+    store = packed_store(tmp_path, files)
     assert blocks_of(store.path) == 8
     gone = [f"f{n}.py" for n in range(0, 64, 2)]  # 256 of 512 chunks
     store.delete_files(store.folders()[0].id, gone)
@@ -105,10 +107,7 @@ def test_blocks_are_written_anew_when_a_quarter_of_their_chunks_are_gone(tmp_pat
 
 def test_a_search_within_files_finds_packed_chunks_of_those_files_only(tmp_path: Path) -> None:
     files = make_files(400, seed=47)
-    store = SqliteStore(tmp_path / "index.db", create=True, pack_rows=PACK)
-    store.set_model("test-model", DIM)
-    write_files(store, files)
-    store.maintain()
+    store = packed_store(tmp_path, files)
     refs = {ref.rel: file_id for file_id, ref in store.file_refs().items()}
     chosen = {"f3.py", "f30.py"}
     query = queries(unit_rows(400, seed=47), seed=48)[2]
@@ -307,6 +306,41 @@ def test_a_search_within_files_is_exact_on_prepacked_blocks() -> None:
         found = vectors.nearest(query, 12, sorted(files))
         assert [cid for cid, _ in found] == source.float32_top(query, 12, files)
     assert vectors.prepacked == 5
+
+
+def test_without_onnxruntime_kernels_numpy_scans_alike_and_nothing_is_prepacked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ModelError("no MatMulInteger here")
+
+    monkeypatch.setattr(packed, "single_thread_session", refuse)  # both kernels are sessions
+    matrix = unit_rows(700, seed=70)
+    source = BlockSource(matrix, rows=128, packed=640)
+    vectors = PackedVectors(source, background=False)
+    for query in queries(matrix, seed=71):
+        assert_exact(vectors, source, query, 30)
+    assert vectors.prepacked == 0
+
+
+def test_a_failed_prepack_stops_the_building_and_the_input_scan_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = []
+
+    def fail_second(codes: Any) -> Any:
+        calls.append(codes.shape)
+        if len(calls) > 1:
+            raise MemoryError
+        return prepacked_kernel(codes)
+
+    monkeypatch.setattr(packed, "prepacked_kernel", fail_second)
+    matrix = unit_rows(700, seed=72)
+    source = BlockSource(matrix, rows=128, packed=640)  # 5 blocks
+    vectors = PackedVectors(source, background=False)
+    for query in queries(matrix, seed=73):
+        assert_exact(vectors, source, query, 30)
+    assert vectors.prepacked == 1 and len(calls) == 2  # one built, one failed, none after
 
 
 def test_a_prepacked_kernel_gives_the_integer_sums_of_its_codes() -> None:

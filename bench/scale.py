@@ -275,6 +275,14 @@ def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]
     }
 
 
+def index_sizes(work: Path) -> dict[str, int]:
+    """Bytes of the old and the new side's index (with its -wal and -shm files)."""
+    return {
+        f"db_bytes_{side}": sum(p.stat().st_size for p in (work / side).glob("index.db*"))
+        for side in ("old", "new")
+    }
+
+
 def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
     """Vectors for every chunk of the text arm's index, packed; then vector and hybrid searches
     by this checkout's code and by ``--old-code`` on a copy as schema 5 wrote it."""
@@ -290,11 +298,7 @@ def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
         result.update(fill_vectors(db, sorted(args.sources.rglob("*.db"))))
         shutil.copyfile(db, work / "old" / "index.db")
         as_version_5(work / "old" / "index.db")
-        for side in ("old", "new"):
-            path = work / side / "index.db"
-            result[f"db_bytes_{side}"] = sum(
-                p.stat().st_size for p in path.parent.glob("index.db*")
-            )
+        result.update(index_sizes(work))
     queries = json.dumps(QUERIES)
     for side, code in (("new", REPO), ("old", args.old_code)):
         env = child_env(code, work / side)
@@ -392,11 +396,7 @@ def vectors_arm(args: argparse.Namespace) -> dict[str, Any]:
         store.maintain()
         store.close()
         result["pack_s"] = round(time.monotonic() - started)
-        for side in ("old", "new"):
-            path = work / side / "index.db"
-            result[f"db_bytes_{side}"] = sum(
-                p.stat().st_size for p in path.parent.glob("index.db*")
-            )
+        result.update(index_sizes(work))
     queries = json.dumps(QUERIES)
     for side, code in (("new", REPO), ("old", args.old_code)):
         env = child_env(code, work / side)

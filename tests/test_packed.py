@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from semsearch.errors import ModelError
+from semsearch.errors import IndexDamagedError, ModelError
 from semsearch.store import ChunkRecord, FileWrite, packed
 from semsearch.store.packed import PackedVectors, VectorBlock, pack_block, prepacked_kernel
 from semsearch.store.scan import QUERY_LEVEL
+from semsearch.store.sqlite.check import check_file
 from semsearch.store.sqlite.schema import SCHEMA_VERSION
 from semsearch.store.sqlite.store import SqliteStore
 from tests.test_scan import DIM, queries, unit_rows
@@ -160,6 +161,22 @@ def test_an_index_of_the_previous_schema_opens_and_is_packed_by_its_next_run(
     assert blocks_of(path) == 300 // PACK
     assert [cid for cid, _ in store.nearest(query, 20, None)] == brute(store, files, query, 20)
     store.close()
+
+
+def test_a_block_cut_short_is_damage_the_search_and_the_check_name(tmp_path: Path) -> None:
+    files = make_files(300, seed=54)
+    store = packed_store(tmp_path, files)
+    store.close()
+    with sqlite3.connect(store.path) as conn:  # bytes lost from the middle block's codes
+        conn.execute("UPDATE vector_blocks SET codes = substr(codes, 1, 100) WHERE id = 2")
+    store = SqliteStore(store.path, pack_rows=PACK)
+    query = queries(unit_rows(300, seed=54), seed=55)[0]
+    with pytest.raises(IndexDamagedError, match="its vector block 2 is not whole"):
+        store.nearest(query, 5, None)
+    store.close()
+    assert check_file(store.path)[1] == (
+        "1 vector blocks that are not whole (bytes cut or overwritten)",
+    )
 
 
 class BlockSource:

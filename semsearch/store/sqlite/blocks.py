@@ -12,24 +12,33 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 
-from semsearch.store.base import FloatArray, IdArray
+from semsearch.store.base import FloatArray, IdArray, damaged_error
 from semsearch.store.packed import VectorBlock, pack_block
 from semsearch.store.sqlite.schema import read_int_meta
 
 PACK_ROWS = 16_384  # chunks a block: a 6 MB blob at 384 dimensions; the tail stays below this
 
 
-def read_blocks(conn: sqlite3.Connection, after: int, dim: int) -> Iterator[VectorBlock]:
-    """The stored blocks numbered above ``after``, in order, one row in memory at a time."""
+_BLOCK_COLUMNS = "id, chunk_ids, file_ids, scales, errors, norms, codes"
+_ITEM_BYTES = (8, 8, 4, 4, 4)  # chunk_ids, file_ids, scales, errors, norms: bytes a chunk
+
+
+def read_blocks(
+    conn: sqlite3.Connection, after: int, dim: int, path: Path
+) -> Iterator[VectorBlock]:
+    """The stored blocks numbered above ``after``, in order, one row in memory at a time; a
+    block whose columns disagree on its number of chunks means the index at ``path`` is
+    damaged."""
     rows = conn.execute(
-        "SELECT id, chunk_ids, file_ids, scales, errors, norms, codes FROM vector_blocks"
-        " WHERE id > ? ORDER BY id",
-        (after,),
+        f"SELECT {_BLOCK_COLUMNS} FROM vector_blocks WHERE id > ? ORDER BY id", (after,)
     )
     for number, ids, file_ids, scales, errors, norms, codes in rows:
+        if not is_whole_block((ids, file_ids, scales, errors, norms, codes), dim):
+            raise damaged_error(path, f"its vector block {number} is not whole")
         yield VectorBlock(
             number,
             np.frombuffer(ids, dtype="<i8"),
@@ -39,6 +48,19 @@ def read_blocks(conn: sqlite3.Connection, after: int, dim: int) -> Iterator[Vect
             np.frombuffer(norms, dtype="<f4"),
             np.frombuffer(codes, dtype=np.int8).reshape(dim, -1),
         )
+
+
+def is_whole_block(blobs: Sequence[bytes], dim: int) -> bool:
+    """Whether a block's blobs (``_BLOCK_COLUMNS`` after the id) hold one number of chunks."""
+    *items, codes = blobs
+    counts = {len(blob) / size for blob, size in zip(items, _ITEM_BYTES, strict=True)}
+    return len(counts) == 1 and len(codes) == dim * counts.pop() and len(codes) > 0
+
+
+def damaged_blocks(conn: sqlite3.Connection, dim: int) -> int:
+    """How many stored blocks are not whole (``status --check``)."""
+    rows = conn.execute(f"SELECT {_BLOCK_COLUMNS} FROM vector_blocks")
+    return sum(not is_whole_block(row[1:], dim) for row in rows)
 
 
 def read_gone(conn: sqlite3.Connection) -> IdArray:

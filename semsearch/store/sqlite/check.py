@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from semsearch.store.lock import is_writable
+from semsearch.store.sqlite.blocks import damaged_blocks, has_blocks_table
 from semsearch.store.sqlite.rows import VECTOR_DTYPES
 from semsearch.store.sqlite.schema import connect, damage_problem, has_column, read_int_meta
 
@@ -129,6 +130,8 @@ def _read_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
         yield "problem", f"{wrong} chunk vectors that are not {dim} float16 or float32 values"
     if bent:
         yield "problem", f"{bent} chunk vectors that are not unit length (bytes overwritten)"
+    if has_blocks_table(conn) and (broken := damaged_blocks(conn, dim)):
+        yield "problem", f"{broken} vector blocks that are not whole (bytes cut or overwritten)"
     orphans = conn.execute("PRAGMA foreign_key_check").fetchall()
     if orphans:
         yield "problem", f"{len(orphans)} rows whose folder or file row is gone"

@@ -93,7 +93,7 @@ class VectorReader:
             return
         with self._lock:
             dim = read_int_meta(self._conn, "dim")
-            yield from read_blocks(self._conn, after, dim)
+            yield from read_blocks(self._conn, after, dim, self.path)
 
     def gone(self) -> IdArray:
         """Ids of packed chunks deleted since."""

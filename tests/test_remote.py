@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -52,6 +53,7 @@ PROJECT = {
     "old/legacy.py": "def legacy_ledger():\n    return 'ledger of the old bank'\n",
 }
 WRITES = ("PUT", "POST", "DELETE")
+T = TypeVar("T")
 
 
 class RequestLog(logging.Handler):
@@ -649,7 +651,8 @@ def test_a_warm_search_looks_for_a_new_version_once(
     assert len(warm) == 1, warm  # the meta table's versions, listed
     remote = tmp_path / "reader-home" / ".cache" / "semsearch" / "remote"
     copies = [p for p in remote.rglob("*") if p.is_file()]
-    assert sorted(p.name.split("@")[0] for p in copies) == ["chunks", "files", "folders", "paths"]
+    # folders: never read, its rows come with meta
+    assert sorted(p.name.split("@")[0] for p in copies) == ["chunks", "files", "paths"]
     for path in copies:
         held = path.read_bytes()
         assert SECRET.encode() not in held and KEY_ID.encode() not in held
@@ -709,3 +712,44 @@ def test_a_cache_folder_that_cannot_be_written_only_costs_requests(
     assert counts[1] >= counts[0] - 2  # nothing kept: the second reads the same again
     assert blocked.read_text() == "a file, not a folder\n"
     assert not (tmp_path / "home" / ".cache").exists()
+
+
+def test_readers_take_the_folders_from_meta_and_see_one_added_and_one_purged(
+    tmp_path: Path, bucket: str, moto: tuple[str, RequestLog]
+) -> None:
+    """The last run publishes the folders table's rows in meta: a reader never opens that
+    table, and a running reader sees a folder another process added, then one it purged."""
+    endpoint, log = moto
+    uri = f"s3://{bucket}/team"
+    project = write_tree(tmp_path / "p", PROJECT)
+    extra = write_tree(tmp_path / "q", {"notes/beavers.md": "# Beavers\n\nThey build dams.\n"})
+    assert main(["--index", uri, "index", str(project)]) == 0
+    reads: list[str] = []  # what the readers asked for
+
+    def reading(action: Callable[[], T]) -> T:
+        before = len(log.requests)
+        result = action()
+        reads.extend(path for _, path in log.since(before))
+        return result
+
+    reader = reading(lambda: Index(load_settings(os.environ, uri)))
+    assert reading(lambda: [f.name for f in reader.folders()]) == ["p"]
+    assert reading(lambda: reader.search("otter river", k=1))[0].folder == "p"
+    assert main(["--index", uri, "index", str(extra)]) == 0
+    time.sleep(1.1)  # past the interval: the reader looks for a new version
+    assert reading(lambda: sorted(f.name for f in reader.folders())) == ["p", "q"]
+    assert reading(lambda: reader.search("beavers build dams", k=1))[0].folder == "q"
+    writing = Index(load_settings(os.environ, uri))
+    assert writing.purge(project) == 3
+    writing.close()
+    time.sleep(1.1)
+    assert reading(lambda: [f.name for f in reader.folders()]) == ["q"]
+    assert reading(lambda: {hit.folder for hit in reader.search("otter river paws")}) == {"q"}
+    reader.close()
+    cold = reading(lambda: elsewhere(tmp_path, endpoint, "--index", uri, "search", "dams"))
+    assert cold.returncode == 0, cold.stderr
+    assert "notes/beavers.md" in cold.stdout
+    assert any("files.lance" in path for path in reads)  # the log holds the readers' requests
+    assert not [path for path in reads if "folders.lance" in path]
+    status = elsewhere(tmp_path, endpoint, "--index", uri, "status", "--json")
+    assert [f["name"] for f in json.loads(status.stdout)["folders"]] == ["q"]

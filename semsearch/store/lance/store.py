@@ -11,7 +11,9 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
                           when a checkout), written (on object storage: the time of the last
                           commit of the last run, which remote readers look for),
                           index_id (random, made by the first writer: names the copies readers
-                          keep on local disk, see ``lance.cache``)
+                          keep on local disk, see ``lance.cache``), folders (on object storage:
+                          the folders table's rows as JSON, written with ``written``; readers
+                          take them from here and never open that table)
     folders(id, path, name, last_indexed)
     files(id, folder_id, rel, mtime_ns, size, sha256, status, kind)
                           rel: a byte of it that is not UTF-8 is a NUL and two hex digits
@@ -55,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
 import re
 import threading
 import time
@@ -133,6 +136,9 @@ except ImportError as exc:  # found by config's check but broken (e.g. pyarrow m
 
 SCHEMA_VERSION = 3
 BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with the model
+# The meta key of the folders table's rows (JSON) as the last run left them, on object storage:
+# a reader takes them from there instead of opening the table (3 requests of a cold search).
+PUBLISHED_FOLDERS = "folders"
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
@@ -269,13 +275,24 @@ class LanceStore(VectorColumns, PathVectors):
     def __init__(self, path: Location, *, create: bool = False) -> None:
         self.path = path
         self._absent = set()
+        self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
+        self._published: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
+        self._read_cache = ReadCache(path) if isinstance(path, RemoteLocation) else None
         if isinstance(path, Path) and not create and not is_index_folder(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
         try:
             self._db = _connect(path, create)
             if self._is_remote:  # each table opened at once: a listing would cost a request
-                base = {name: self._open_if_there(name) for name in BASE_TABLES}
+                base = {"meta": self._open_if_there("meta")}
+                if base["meta"] is not None and not create:
+                    self._meta = base["meta"]
+                    if PUBLISHED_FOLDERS in self._meta_values():  # folders needs no opening
+                        base["folders"] = None
+                for name in BASE_TABLES:
+                    if name not in base:
+                        base[name] = self._open_if_there(name)
                 found = [name for name, table in base.items() if table is not None]
+                found += ["folders"] if "meta" in found and base["folders"] is None else []
                 others = not found and self._open_if_there("chunks") is not None
             else:
                 names = self._table_names()
@@ -289,7 +306,7 @@ class LanceStore(VectorColumns, PathVectors):
                 if name not in found:
                     base[name] = self._db.create_table(name, schema=schema)
                     self._names = None
-                elif base.get(name) is None:
+                elif name not in base:
                     base[name] = self._db.open_table(name)
             self._meta, self._folders, self._files = base["meta"], base["folders"], base["files"]
             self._checked = time.monotonic()  # the tables were just read at their latest
@@ -301,8 +318,6 @@ class LanceStore(VectorColumns, PathVectors):
                 raise damaged_error(path, problem) from exc
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
-        self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
-        self._read_cache = ReadCache(path) if isinstance(path, RemoteLocation) else None
         cache = self._read_cache
         self._file_cache = TableRows(self._files, True, None if cache is None else (cache, "files"))
         self._folder_cache = TableRows(
@@ -359,6 +374,7 @@ class LanceStore(VectorColumns, PathVectors):
         """
         self._is_writer = True
         self._snap = None
+        self._folder_table()
         self._move_on()
 
     def _move_on(self) -> None:
@@ -369,7 +385,8 @@ class LanceStore(VectorColumns, PathVectors):
         epoch = self._meta_values().get("chunks_epoch")
         self._absent.clear()
         for table in (self._meta, self._folders, self._files):
-            table.checkout_latest()
+            if table is not None:  # folders: None while its rows come from meta
+                table.checkout_latest()
         if self._meta_values().get("chunks_epoch") != epoch:
             self._chunks = None  # recreated (another model): opened again
         elif self._chunks is not None:
@@ -434,7 +451,26 @@ class LanceStore(VectorColumns, PathVectors):
         return self._file_cache.rows()
 
     def _folder_rows(self) -> dict[int, dict[str, Any]]:
-        return self._folder_cache.rows()
+        """id → folder row: from the folders table, or for a reader of an index on object
+        storage from the copy the last run published in meta (the same dict until meta
+        changes)."""
+        published = None if self._folders is not None else self.meta(PUBLISHED_FOLDERS)
+        if published is None:
+            self._folder_table()
+            return self._folder_cache.rows()
+        version = self._meta.version
+        if self._published[0] != version:
+            rows = json.loads(published)
+            self._published = (version, {int(row["id"]): row for row in rows})
+        return self._published[1]
+
+    def _folder_table(self) -> Any:
+        """The folders table, opened now if a reader had its rows from meta."""
+        if self._folders is None:
+            self._folders = self._db.open_table("folders")
+            cache = None if self._read_cache is None else (self._read_cache, "folders")
+            self._folder_cache = TableRows(self._folders, False, cache)
+        return self._folders
 
     def _chunk_table(self) -> Any:
         if self._chunks is None and "chunks" not in self._absent:
@@ -497,7 +533,8 @@ class LanceStore(VectorColumns, PathVectors):
         """
         self._check_latest()
         chunks = self._chunk_table()
-        total: int = self._meta.version + self._folders.version + self._files.version
+        total: int = self._meta.version + self._files.version
+        total += self._folders.version if self._folders is not None else 0
         total += chunks.version if chunks is not None else 0
         total += self.path_version()
         return (int(self.meta("chunks_epoch") or 0) << 40) + total
@@ -546,7 +583,7 @@ class LanceStore(VectorColumns, PathVectors):
         row = {"id": folder_id, "path": path, "name": name, "last_indexed": None}
         if COMMIT_KEY.format(folder_id) in self._meta_values():  # of a removed folder
             self._meta.delete(f"key = '{COMMIT_KEY.format(folder_id)}'")
-        self._folders.add(pa.Table.from_pylist([row], FOLDERS))
+        self._folder_table().add(pa.Table.from_pylist([row], FOLDERS))
         return folder_id
 
     def folders(self) -> list[Folder]:
@@ -676,7 +713,7 @@ class LanceStore(VectorColumns, PathVectors):
             return 0
         mine = [r for r in self._file_rows().values() if r["folder_id"] == folder["id"]]
         self._delete_file_ids([r["id"] for r in mine])
-        self._folders.delete(f"id = {int(folder['id'])}")
+        self._folder_table().delete(f"id = {int(folder['id'])}")
         return sum(1 for r in mine if r["status"] == "ok")
 
     def move_folder(self, old_path: str, new_path: str, prefix: str = "") -> int:
@@ -716,15 +753,16 @@ class LanceStore(VectorColumns, PathVectors):
             self._files.merge_insert("id").when_matched_update_all().execute(files_table(moving))
         if new is None:
             values = {"path": new_path, "name": PurePath(new_path).name}
-            self._folders.update(where=f"id = {int(target)}", values=values)
+            self._folder_table().update(where=f"id = {int(target)}", values=values)
         else:
-            self._folders.delete(f"id = {int(old['id'])}")
+            self._folder_table().delete(f"id = {int(old['id'])}")
         return sum(1 for r in moving if r["status"] == "ok")
 
     def mark_indexed(self, folder_id: int, commit: str | None = None) -> None:
         """Stamp the folder with the time of its last complete index run and the git commit it
         read (meta ``folder_commit.ID``)."""
-        self._folders.update(where=f"id = {int(folder_id)}", values={"last_indexed": time.time()})
+        stamp = {"last_indexed": time.time()}
+        self._folder_table().update(where=f"id = {int(folder_id)}", values=stamp)
         key = COMMIT_KEY.format(int(folder_id))
         if commit is not None:
             self._put_meta({key: commit})
@@ -902,7 +940,8 @@ class LanceStore(VectorColumns, PathVectors):
                 if table is not None:
                     table.optimize(cleanup_older_than=kept)
             if self._is_remote:  # the last commit of a run: what remote readers look for
-                values = {"written": f"{time.time():.3f}"}
+                folders = sorted(self._folder_rows().values(), key=lambda row: int(row["id"]))
+                values = {"written": f"{time.time():.3f}", PUBLISHED_FOLDERS: json.dumps(folders)}
                 if self.meta("index_id") is None:  # names the copies readers keep (lance.cache)
                     values["index_id"] = uuid.uuid4().hex
                 self._put_meta(values)
@@ -972,7 +1011,8 @@ class LanceStore(VectorColumns, PathVectors):
         storage)."""
         if isinstance(self.path, Path):
             return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
-        tables = [self._meta, self._folders, self._files, self._chunk_table(), self._path_table()]
+        tables = [self._meta, self._folder_table(), self._files]
+        tables += [self._chunk_table(), self._path_table()]
         return sum(int(t.stats()["total_bytes"]) for t in tables if t is not None)
 
     def close(self) -> None:

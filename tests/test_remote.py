@@ -26,10 +26,11 @@ import pytest
 pytest.importorskip("lancedb", reason='needs the lancedb extra: pip install "semsearch[lancedb]"')
 
 import boto3
+import lancedb
 from moto.server import ThreadedMotoServer
 
 from semsearch.cli.commands import main
-from semsearch.config import load_settings
+from semsearch.config import RemoteLocation, load_settings
 from semsearch.errors import LockedError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder
@@ -753,3 +754,26 @@ def test_readers_take_the_folders_from_meta_and_see_one_added_and_one_purged(
     assert not [path for path in reads if "folders.lance" in path]
     status = elsewhere(tmp_path, endpoint, "--index", uri, "status", "--json")
     assert [f["name"] for f in json.loads(status.stdout)["folders"]] == ["q"]
+
+
+def test_folders_an_older_semsearch_wrote_since_are_read_from_their_table(
+    tmp_path: Path, bucket: str
+) -> None:
+    """A run by a semsearch that does not publish the folders (it stamps ``written`` and adds
+    a folder row, as session 22's did) leaves meta's copy stale: readers see that by its stamp
+    and read the table itself."""
+    uri = f"s3://{bucket}/team"
+    project = write_tree(tmp_path / "p", PROJECT)
+    assert main(["--index", uri, "index", str(project)]) == 0
+    location = load_settings(os.environ, uri).index_path
+    assert isinstance(location, RemoteLocation)
+    db = lancedb.connect(location.uri, storage_options=location.storage_options)
+    row = {"id": 7, "path": str(tmp_path / "elder"), "name": "elder", "last_indexed": 1.0}
+    db.open_table("folders").add([row])
+    stamp = [{"key": "written", "value": "1.000"}]
+    meta = db.open_table("meta")
+    meta.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(stamp)
+    reader = Index(load_settings(os.environ, uri))
+    names = sorted(f.name for f in reader.folders())
+    reader.close()
+    assert names == ["elder", "p"]

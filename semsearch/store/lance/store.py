@@ -138,6 +138,8 @@ SCHEMA_VERSION = 3
 BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with the model
 # The meta key of the folders table's rows (JSON) as the last run left them, on object storage:
 # a reader takes them from there instead of opening the table (3 requests of a cold search).
+# They hold the run's ``written`` stamp: a later run by a semsearch that does not write them
+# leaves another stamp, and readers open the table again.
 PUBLISHED_FOLDERS = "folders"
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
@@ -276,7 +278,7 @@ class LanceStore(VectorColumns, PathVectors):
         self.path = path
         self._absent = set()
         self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
-        self._published: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
+        self._published: tuple[int, dict[int, dict[str, Any]] | None] = (-1, None)
         self._read_cache = ReadCache(path) if isinstance(path, RemoteLocation) else None
         if isinstance(path, Path) and not create and not is_index_folder(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
@@ -286,7 +288,7 @@ class LanceStore(VectorColumns, PathVectors):
                 base = {"meta": self._open_if_there("meta")}
                 if base["meta"] is not None and not create:
                     self._meta = base["meta"]
-                    if PUBLISHED_FOLDERS in self._meta_values():  # folders needs no opening
+                    if self._published_folders() is not None:  # folders needs no opening
                         base["folders"] = None
                 for name in BASE_TABLES:
                     if name not in base:
@@ -454,14 +456,22 @@ class LanceStore(VectorColumns, PathVectors):
         """id → folder row: from the folders table, or for a reader of an index on object
         storage from the copy the last run published in meta (the same dict until meta
         changes)."""
-        published = None if self._folders is not None else self.meta(PUBLISHED_FOLDERS)
+        published = None if self._folders is not None else self._published_folders()
         if published is None:
             self._folder_table()
             return self._folder_cache.rows()
+        return published
+
+    def _published_folders(self) -> dict[int, dict[str, Any]] | None:
+        """The folder rows the last run wrote into meta (``PUBLISHED_FOLDERS``), or None when
+        it wrote none or they are not that run's (an older semsearch ran since)."""
         version = self._meta.version
         if self._published[0] != version:
-            rows = json.loads(published)
-            self._published = (version, {int(row["id"]): row for row in rows})
+            values = self._meta_values()
+            held = json.loads(values.get(PUBLISHED_FOLDERS) or "{}")
+            fresh = "rows" in held and held.get("written") == values.get("written")
+            rows = {int(row["id"]): row for row in held["rows"]} if fresh else None
+            self._published = (version, rows)
         return self._published[1]
 
     def _folder_table(self) -> Any:
@@ -940,8 +950,10 @@ class LanceStore(VectorColumns, PathVectors):
                 if table is not None:
                     table.optimize(cleanup_older_than=kept)
             if self._is_remote:  # the last commit of a run: what remote readers look for
+                stamp = f"{time.time():.3f}"
                 folders = sorted(self._folder_rows().values(), key=lambda row: int(row["id"]))
-                values = {"written": f"{time.time():.3f}", PUBLISHED_FOLDERS: json.dumps(folders)}
+                published = json.dumps({"written": stamp, "rows": folders})
+                values = {"written": stamp, PUBLISHED_FOLDERS: published}
                 if self.meta("index_id") is None:  # names the copies readers keep (lance.cache)
                     values["index_id"] = uuid.uuid4().hex
                 self._put_meta(values)

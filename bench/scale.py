@@ -19,12 +19,17 @@ a hybrid search cold (a new process) and warm (a long-running one): latency and 
 where a quality index has it), packed, then vector and hybrid searches by this checkout and, on
 a copy as schema 5 wrote it, by ``--old-code``.
 
+``lancedb``: the hybrid arm's index (files, chunks and vectors of its schema-5 copy) written into
+a LanceDB index through the store, then ``maintain`` (full-text indexes, the ANN index,
+compaction), and the same vector and hybrid searches on it.
+
 Searches run with the index in the page cache, as after an index run; ``--uncached`` drops it
 from the cache before each search process (Linux), for a first search that reads the disk.
 
     PYTHONPATH=$PWD python bench/scale.py text --code /work/main --json /tmp/old.json
     PYTHONPATH=$PWD python bench/scale.py vectors --old-code /work/main --json /tmp/vec.json
     PYTHONPATH=$PWD python bench/scale.py hybrid --old-code /work/main --json /tmp/hyb.json
+    PYTHONPATH=$PWD python bench/scale.py lancedb --json /tmp/lance.json
 """
 
 from __future__ import annotations
@@ -115,6 +120,53 @@ print(json.dumps({"mode": mode, "cold_s": round(cold, 3),
     "rss_end_mib": round(rss_end / 2**20)}))
 """
 
+
+# The child of the lancedb arm: every file of a schema-5 SQLite index (vectors as float16
+# blobs) written into a LanceDB index through the store, then maintain.
+LANCE_CHILD = """
+import json, resource, sqlite3, sys, time
+from pathlib import Path
+import numpy as np
+from semsearch.store import ChunkRecord, FileWrite, open_store
+source, target = sys.argv[1], Path(sys.argv[2])
+db = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+meta = dict(db.execute("SELECT key, value FROM meta"))
+dim = int(meta["dim"])
+store = open_store("lancedb", target, create=True)
+store.set_model(meta["model_id"], dim)
+rows = db.execute("SELECT id, path, name FROM folders").fetchall()
+folders = {i: store.ensure_folder(p, n) for i, p, n in rows}
+started = time.monotonic()
+files = db.execute("SELECT id, folder_id, rel, mtime_ns, size, sha256, status, kind FROM files"
+                   " ORDER BY id").fetchall()
+batch, size, chunks = [], 0, 0
+for file_id, folder, rel, mtime_ns, nbytes, sha, status, kind in files:
+    rows = db.execute("SELECT start_line, end_line, start_offset, end_offset, page, text, vector"
+                      " FROM chunks WHERE file_id = ? ORDER BY ord", (file_id,)).fetchall()
+    records = tuple(ChunkRecord(*row[:6]) for row in rows)
+    vectors = None
+    if rows:
+        joined = b"".join(row[6] for row in rows)
+        vectors = np.frombuffer(joined, dtype="<f2").reshape(len(rows), dim).astype(np.float32)
+    batch.append(FileWrite(folders[folder], rel, mtime_ns, nbytes, sha, status, kind, records,
+                           vectors))
+    size += len(rows)
+    chunks += len(rows)
+    if size >= 4000:
+        store.write_files(batch, reuse=False)
+        batch, size = [], 0
+store.write_files(batch, reuse=False)
+for folder in folders.values():
+    store.mark_indexed(folder)
+written = time.monotonic()
+store.maintain()
+maintained = time.monotonic()
+size_bytes = store.size_bytes()
+store.close()
+print(json.dumps({"files": len(files), "chunks": chunks, "write_s": round(written - started),
+    "maintain_s": round(maintained - written), "lancedb_bytes": size_bytes,
+    "peak_rss_build_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+"""
 
 UNCACHED = "drop the index from the page cache before each search process"
 
@@ -311,6 +363,24 @@ def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def lancedb_arm(args: argparse.Namespace) -> dict[str, Any]:
+    """The hybrid arm's chunks and vectors in a LanceDB index; its vector and hybrid searches."""
+    work = args.work
+    env = {**child_env(REPO, work), "SS_STORE_BACKEND": "lancedb"}
+    result: dict[str, Any] = {}
+    if not args.keep:
+        if work.exists():
+            shutil.rmtree(work)
+        (work / "home").mkdir(parents=True)
+        result["build"] = run_child(LANCE_CHILD, [str(args.source), str(work / "lancedb")], env)
+    queries = json.dumps(QUERIES)
+    result["searches"] = {
+        mode: [run_child(SEARCH_CHILD, [mode, queries], env) for _ in "ab"]
+        for mode in ("vector", "hybrid")
+    }
+    return result
+
+
 def synthetic_index(db: Path, sources: list[Path], chunks: int, seed: int = 0) -> dict[str, Any]:
     """An index of ``chunks`` chunks, 10 a file, whose vectors are the quality indexes' real
     ones repeated, each copy after the first with noise of norm 0.1. The chunk texts are one
@@ -435,9 +505,17 @@ def main(argv: list[str] | None = None) -> int:
     hybrid.add_argument("--keep", action="store_true", help="search the index already there")
     hybrid.add_argument("--json", help="write the figures here")
     hybrid.add_argument("--uncached", action="store_true", help=UNCACHED)
+    lance = sub.add_parser("lancedb", help="the hybrid arm's chunks in a LanceDB index")
+    lance.add_argument(
+        "--source", type=Path, default=DEFAULT_WORK / "scale-hybrid" / "old" / "index.db"
+    )
+    lance.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-lancedb")
+    lance.add_argument("--keep", action="store_true", help="search the index already there")
+    lance.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    arm = {"text": text_arm, "vectors": vectors_arm, "hybrid": hybrid_arm}[args.arm]
+    arms = {"text": text_arm, "vectors": vectors_arm, "hybrid": hybrid_arm, "lancedb": lancedb_arm}
+    arm = arms[args.arm]
     result = {"machine": machine(), **arm(args)}
     result["bench_s"] = round(time.monotonic() - started)
     print(json.dumps(result, indent=2))

@@ -146,6 +146,29 @@ def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
         # Rust
         ("impl<T> Semaphore<T> {", ["Semaphore"]),
         ("macro_rules! try_join {", ["try_join"]),
+        ("pub(crate) static GLOBAL_QUEUE: Inject = Inject::new();", ["GLOBAL_QUEUE"]),
+        ("static mut COUNTER: usize = 0;", ["COUNTER"]),
+        # TypeScript: a generator, a static field
+        ("export function* walkTree(node: Node) {", ["walkTree"]),
+        ("  static defaultOptions: Options = {}", ["defaultOptions"]),
+        # C: an export macro or a tag before the return type, typedefs
+        ("CURL_EXTERN CURL *curl_easy_init(void)", ["curl_easy_init"]),
+        ("struct Curl_easy *Curl_open(void)", ["Curl_open"]),
+        ("static unsigned int hash_key(const char *key)", ["hash_key"]),
+        ("typedef struct Curl_easy Curl_easy;", ["Curl_easy"]),
+        ("typedef CURLcode (*Curl_cft_connect)(struct Curl_cfilter *cf,", ["Curl_cft_connect"]),
+        ("typedef unsigned int curl_off_t;", ["curl_off_t"]),
+        ("typedef struct Curl_share {", ["Curl_share"]),
+        ("} CURLcode;", ["CURLcode"]),
+        # Scala's qualified access, Kotlin's functional interface, Java's annotation type
+        ("private[circe] final class ObjectCursor(obj: JsonObject)", ["ObjectCursor"]),
+        ("public fun interface FlowCollector<in T> {", ["FlowCollector"]),
+        ("public @interface JsonProperty {", ["JsonProperty"]),
+        # Haskell: a class with a context
+        ("class (Monad m) => MonadIO m where", ["MonadIO"]),
+        # Lua: a module table, and an import without parentheses
+        ("local Semver = {}", ["Semver"]),
+        ('local resolve = require "telescope.config.resolve"', []),
         # calls, statements and prose are not definitions
         ("setup(name='x')", []),
         ("main()", []),

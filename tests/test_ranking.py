@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from semsearch.config import Settings
 from semsearch.index import Index
 from semsearch.search import ranking
 from semsearch.search.ranking import (
@@ -551,6 +552,184 @@ def test_a_query_of_one_name_ranks_its_definition_first(
     assert f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}" in hits[0].priors
 
 
+# (query, files, the file that defines the name), searched with the real model: the declaration
+# shapes of issue 39 beside a hub that re-exports the name, a header that declares it, a large
+# file of uses and a test that exercises it.
+REAL_NAME_CASES = [
+    (
+        "UserSchema",  # TypeScript: a value that is a type (zod)
+        {
+            "src/schema/user.ts": "import { z } from 'zod'\n\n"
+            "/** A user as the API returns it. */\n"
+            "export const UserSchema = z.object({\n  id: z.string(),\n  name: z.string(),\n})\n",
+            "src/index.ts": "export { UserSchema } from './schema/user'\n"
+            "export type { User } from './schema/user'\nexport * from './client'\n",
+            "src/client.ts": _uses("  const user{n} = UserSchema.parse(await fetchUser({n}))", 30),
+            "test/user.test.ts": _uses("  expect(UserSchema.parse(raw{n})).toBeTruthy()", 10),
+        },
+        "src/schema/user.ts",
+    ),
+    (
+        "walkTree",  # TypeScript: a generator function
+        {
+            "src/walk.ts": "/** Every node of the tree, depth first. */\n"
+            "export function* walkTree(node: Node): Generator<Node> {\n  yield node\n"
+            "  for (const child of node.children) yield* walkTree(child)\n}\n",
+            "src/index.ts": "export { walkTree } from './walk'\nexport * from './node'\n",
+            "src/render.ts": _uses("  for (const n{n} of walkTree(root)) render(n{n})", 30),
+        },
+        "src/walk.ts",
+    ),
+    (
+        "curl_easy_init",  # C: an export macro before the return type; the header's prototype
+        {
+            "lib/easy.c": "/*\n * curl_easy_init() is the external interface to alloc, setup\n"
+            " * and init an easy handle.\n */\nCURL_EXTERN CURL *curl_easy_init(void)\n{\n"
+            "  struct Curl_easy *data;\n  Curl_open(&data);\n  return data;\n}\n",
+            "include/curl/easy.h": "CURL_EXTERN CURL *curl_easy_init(void);\n"
+            "CURL_EXTERN CURLcode curl_easy_perform(CURL *curl);\n"
+            "CURL_EXTERN void curl_easy_cleanup(CURL *curl);\n",
+            "src/tool_operate.c": _uses("  curl{n} = curl_easy_init(); if(!curl{n}) return 1;", 30),
+        },
+        "lib/easy.c",
+    ),
+    (
+        "Curl_open",  # C: a function that returns a struct
+        {
+            "lib/url.c": "/* Allocate and initialise a new easy handle. */\n"
+            "struct Curl_easy *Curl_open(void)\n{\n  struct Curl_easy *data = calloc(1, 8);\n"
+            "  return data;\n}\n",
+            "lib/url.h": "struct Curl_easy *Curl_open(void);\n"
+            "void Curl_close(struct Curl_easy *d);\n",
+            "lib/easy.c": _uses("  struct Curl_easy *data{n} = Curl_open();", 30),
+        },
+        "lib/url.c",
+    ),
+    (
+        "CURLcode",  # C: the name a typedef'd enum closes with
+        {
+            "include/curl/curl.h": "/* What every libcurl function returns. */\ntypedef enum {\n"
+            "  CURLE_OK = 0,\n  CURLE_UNSUPPORTED_PROTOCOL,\n  CURLE_FAILED_INIT,\n} CURLcode;\n",
+            "lib/transfer.c": _uses("CURLcode Curl_step{n}(struct Curl_easy *data);", 30),
+        },
+        "include/curl/curl.h",
+    ),
+    (
+        "JoinSet",  # Rust: the struct, not `impl Trait for Type`, not the mod.rs hub
+        {
+            "src/task/join_set.rs": "/// A collection of tasks spawned on a Tokio runtime.\n"
+            "pub struct JoinSet<T> {\n    inner: IdleNotifiedSet<JoinHandle<T>>,\n}\n",
+            "src/task/mod.rs": "//! Asynchronous green-threads.\npub use join_set::JoinSet;\n"
+            "pub use local::LocalSet;\nmod join_set;\nmod local;\n",
+            "src/task/impls.rs": "impl<T> Default for JoinSet<T> {\n    fn default() -> Self {\n"
+            "        Self::new()\n    }\n}\n"
+            "impl<T> Drop for JoinSet<T> {\n    fn drop(&mut self) {}\n}\n",
+            "src/runtime/join.rs": _uses(
+                "    let mut set{n} = JoinSet::new(); set{n}.spawn(work);", 30
+            ),
+        },
+        "src/task/join_set.rs",
+    ),
+    (
+        "select",  # Rust: a macro
+        {
+            "src/macros/select.rs": "/// Waits on multiple concurrent branches.\n#[macro_export]\n"
+            "macro_rules! select {\n    ($($t:tt)*) => { $crate::select_internal!($($t)*) };\n}\n",
+            "src/lib.rs": "#[macro_use]\nmod macros;\npub use macros::select;\n",
+            "src/net/listener.rs": _uses(
+                "        select! {{ a{n} = rx.recv() => handle(a{n}) }}", 30
+            ),
+        },
+        "src/macros/select.rs",
+    ),
+    (
+        "GLOBAL_QUEUE",  # Rust: a static
+        {
+            "src/runtime/inject.rs": "/// Tasks any worker may take.\n"
+            "pub(crate) static GLOBAL_QUEUE: Inject = Inject::new();\n",
+            "src/runtime/worker.rs": _uses("        GLOBAL_QUEUE.push(task{n});", 30),
+        },
+        "src/runtime/inject.rs",
+    ),
+    (
+        "ObjectCursor",  # Scala: qualified access
+        {
+            "modules/core/src/main/scala/io/circe/cursor/ObjectCursor.scala": "package "
+            "io.circe.cursor\n\n"
+            "private[circe] final class ObjectCursor(obj: JsonObject, key: String)\n"
+            "    extends HCursor {\n  def value: Json = obj(key).get\n}\n",
+            "modules/core/src/main/scala/io/circe/ACursor.scala": _uses(
+                "    case c{n}: ObjectCursor => c{n}.value", 30
+            ),
+        },
+        "modules/core/src/main/scala/io/circe/cursor/ObjectCursor.scala",
+    ),
+    (
+        "FlowCollector",  # Kotlin: a functional interface
+        {
+            "src/flow/FlowCollector.kt": "package kotlinx.coroutines.flow\n\n"
+            "/** Consumes the values of a flow. */\npublic fun interface FlowCollector<in T> {\n"
+            "    public suspend fun emit(value: T)\n}\n",
+            "src/flow/Flow.kt": _uses(
+                "    suspend fun collect{n}(c: FlowCollector<T>) = c.emit(v)", 30
+            ),
+        },
+        "src/flow/FlowCollector.kt",
+    ),
+    (
+        "Semver",  # Lua: a module table
+        {
+            "lua/lazy/manage/semver.lua": "---@class Semver\nlocal Semver = {}\n"
+            "Semver.__index = Semver\n\nfunction Semver.parse(v)\n  return v\nend\n\n"
+            "return Semver\n",
+            "lua/lazy/manage/git.lua": _uses("  local v{n} = Semver.parse(tag{n})", 30),
+        },
+        "lua/lazy/manage/semver.lua",
+    ),
+    (
+        "JsonProperty",  # Java: an annotation type
+        {
+            "src/main/java/annotation/JsonProperty.java": "package annotation;\n\n"
+            "/** Marks a property. */\npublic @interface JsonProperty {\n    String value();\n}\n",
+            "src/main/java/databind/BeanProps.java": _uses(
+                '    @JsonProperty("p{n}") String p{n};', 30
+            ),
+        },
+        "src/main/java/annotation/JsonProperty.java",
+    ),
+    (
+        "MonadIO",  # Haskell: a class with a context
+        {
+            "src/Control/Monad/IO/Class.hs": "module Control.Monad.IO.Class where\n\n"
+            "-- | Monads in which IO computations may be embedded.\n"
+            "class (Monad m) => MonadIO m where\n  liftIO :: IO a -> m a\n",
+            "src/Control/Monad/Run.hs": _uses("run{n} :: MonadIO m => m ()", 30),
+        },
+        "src/Control/Monad/IO/Class.hs",
+    ),
+]
+
+
+DEFINES_NAME = f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}"
+
+
+@pytest.mark.parametrize(
+    ("query", "files", "defining"), REAL_NAME_CASES, ids=[case[0] for case in REAL_NAME_CASES]
+)
+def test_the_model_ranks_a_names_definition_first(
+    tmp_path: Path, settings: Settings, query: str, files: dict[str, str], defining: str
+) -> None:
+    index = Index(settings)  # the real model
+    try:
+        index.update([write_tree(tmp_path / "repo", files)])
+        for typed in (query, f"`{query}`"):
+            hits = index.search(typed, k=5)
+            assert hits[0].rel == defining, [(h.rel, h.priors) for h in hits]
+            assert DEFINES_NAME in hits[0].priors
+    finally:
+        index.close()
+
+
 @pytest.mark.parametrize(
     ("query", "is_name"),
     [
@@ -560,6 +739,9 @@ def test_a_query_of_one_name_ranks_its_definition_first(
         ("\\Monolog\\Logger", True),
         ("std.mem.eql", True),
         ("  mergeConfig ", True),
+        ("`JoinSet`", True),  # typed as code
+        ("parse_header()", True),
+        ("ActiveRecord::Base#save", True),  # Ruby's instance method
         ("JoinSet spawn", False),
         ("how does JoinSet work", False),
         ("the", False),

@@ -853,6 +853,26 @@ def test_a_full_definitions_arm_leaves_the_other_definitions_to_the_priors(
     assert all(NAME_DEFINES in hit.priors for hit in hits)
 
 
+def test_a_name_defined_below_a_full_definitions_arm_is_found_deeper(
+    tmp_path: Path, hash_index: Index, settings: Settings
+) -> None:
+    """Sixty short chunks define names with the queried name's word in them (`request_7`), so
+    they fill the definitions arm's pool ahead of the one long chunk that defines `Request`
+    itself: for a query of that one name the arm reads deeper and the definition comes first."""
+    files = {f"api/r{n:02}.py": f"def request_{n}(url):\n    return url\n" for n in range(60)}
+    methods = "".join(f"    def method_{n}(self):\n        return {n}\n" for n in range(12))
+    files["models.py"] = f'class Request:\n    """An HTTP request."""\n{methods}'
+    hash_index.update([write_tree(tmp_path / "src", files)])
+    store = open_store(settings.store_backend, settings.store_path)
+    first = store.chunks(store.lexical(LexicalQuery(("Request",), ("defines",)), DEFINITION_POOL))
+    store.close()
+    assert "models.py" not in {row.rel for row in first}  # below the first DEFINITION_POOL
+    hits = hash_index.search("Request", k=5)
+    assert hits[0].rel == "models.py", [(h.rel, h.priors) for h in hits]
+    assert NAME_DEFINES in hits[0].priors
+    assert hits[0].definition_rank is not None  # the definitions arm holds it
+
+
 class ModelTokens(HashEmbedder):
     """Hashed vectors over the model's own tokens: the indexer chunks as it does with the model."""
 

@@ -39,6 +39,7 @@ from semsearch.search.ranking import (
     FILE_COHERENCE,
     FILE_VECTOR_WEIGHT,
     FILE_VECTOR_WHOLE,
+    NAME_DEFINITION_POOL,
     NAMED_MAX,
     NAMED_WEIGHT,
     PATH_WEIGHT,
@@ -412,9 +413,17 @@ def _definitions(
     a chunk whose ``defines`` column does not match defines no queried name.
     """
     names = LexicalQuery(tuple(info.names), columns=("defines",))
-    matched = store.lexical(names, DEFINITION_POOL, file_ids)
+    pool = DEFINITION_POOL
+    matched = store.lexical(names, pool, file_ids)
     found = [row.id for row in store.chunks(matched) if defines_queried(row.rel, row.text, info)]
-    return found, frozenset(found) if len(matched) < DEFINITION_POOL else None
+    if info.is_name and len(matched) == pool:
+        # The name's word is in many defined names (`Request`: `request`, `parse_request`…), and
+        # its own definition may rank below them: look deeper, once.
+        deeper = store.lexical(names, NAME_DEFINITION_POOL, file_ids)
+        rows = store.chunks(deeper[pool:])
+        found += [row.id for row in rows if defines_queried(row.rel, row.text, info)]
+        matched, pool = deeper, NAME_DEFINITION_POOL
+    return found, frozenset(found) if len(matched) < pool else None
 
 
 def _prose_files(refs: dict[int, FileRef]) -> frozenset[int]:

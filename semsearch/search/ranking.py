@@ -39,6 +39,9 @@ POOL_PER_K = 5  # the arm pool per requested hit, so a large k still fuses deep 
 CANDIDATES = 60  # fused candidates the priors may reorder, at least; 100 measured no better
 CANDIDATES_PER_K = 4  # ... or this many per requested hit when k is large
 DEFINITION_POOL = 50  # chunks defining a queried name, best BM25 first (the definitions arm)
+# ... read this deep when the query is one name and the first DEFINITION_POOL are all taken
+# (on the given sets 4 in 1,500 generated name queries had their definer below 50: 54 to 86)
+NAME_DEFINITION_POOL = 500
 # The named-files arm (search/named_files.py): the best chunk of each file the query names, in
 # cosine order, fused at this RRF weight (best of 0.15 to 1); none when more than NAMED_MAX files
 # are named (5 and 20 measured the same).
@@ -74,7 +77,9 @@ _PRIVATE_PART = re.compile(r"_[a-z]", re.IGNORECASE)  # a path part the "private
 # A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
 # "." or "::" inside it (or when the query is that one word).
 _IDENTIFIER_LIKE = re.compile(r"[A-Z_0-9$]|\.|::")
-_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|\\)[A-Za-z_$][\w$]*)*")
+# A name in a query, qualified or not: `pkg.Bar`, `foo::Bar`, `A\B` (PHP), `Foo#bar` (Ruby).
+_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|\\|#)[A-Za-z_$][\w$]*)*")
+_NAME_EDGES = "`'\""  # a name typed as code: `JoinSet`, "JoinSet"
 
 # (label, path pattern, query words that lift the penalty, factor)
 _PATH_KINDS: tuple[tuple[str, re.Pattern[str], frozenset[str], float], ...] = (
@@ -189,16 +194,24 @@ def query_info(query: str) -> QueryInfo:
     )
     qualified: dict[str, set[str]] = {}
     for symbol in symbols:
-        *qualifiers, name = symbol.replace("::", ".").replace("\\", ".").split(".")
+        *qualifiers, name = re.split(r"\.|::|\\|#", symbol)
         if len(name) > 1 and name.lower() not in STOP_WORDS:
             qualified.setdefault(name, set()).update(q.lower() for q in qualifiers)
     # PHP writes a fully qualified name with a leading backslash (`\Monolog\Logger`)
-    is_name = bool(qualified) and bool(_QUERY_WORD.fullmatch(query.strip().lstrip("\\")))
+    is_name = bool(qualified) and bool(_QUERY_WORD.fullmatch(_bare_name(query)))
     parts = tuple(frozenset(q) for q in qualified.values())
     first = query.split(maxsplit=1)[0].lower().strip(_WORD_EDGES) if query.strip() else ""
     return QueryInfo(
         words, terms, tuple(qualified), parts, is_name=is_name, is_question=first in _QUESTION_WORDS
     )
+
+
+def _bare_name(query: str) -> str:
+    """The query without what may wrap a name typed alone: quotes or backticks, a call's ``()``
+    and PHP's leading backslash (``\\Monolog\\Logger``)."""
+    bare = query.strip().strip(_NAME_EDGES).strip()
+    bare = bare[:-2].rstrip() if bare.endswith("()") else bare
+    return bare.lstrip("\\")
 
 
 def stem_words(words: list[str]) -> list[str]:

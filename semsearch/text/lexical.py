@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "8"
+TERMS_VERSION = "9"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -36,7 +36,8 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 # (`data`, `newtype`), Lua (`function`), PHP, Ruby and shell. A Swift `extension` or a Haskell
 # `instance` adds to a type defined elsewhere: not its definition.
 _DEFINERS = (
-    r"def|class|function|func|fun|fn|struct|enum|union|trait|interface|type|typealias|impl|"
+    r"def|class|function\*?|func|fun|fn|struct|enum|union|trait|interface|@interface|type|"
+    r"typealias|impl|"
     r"module|macro|macro_rules!|const|let|var|val|object|record|protocol|actor|"
     r"typedef|namespace|alias|given|data|newtype|defmodule|defprotocol|defimpl|"
     r"defmacrop?|defguardp?|defdelegate|defp?"
@@ -49,6 +50,7 @@ _MODIFIERS = (
     r"extern|abstract|final|override|virtual|unsafe|local|readonly|sealed|open|case|implicit|"
     r"lazy|data|enum|value|inner|companion|suspend|operator|infix|tailrec|fileprivate|"
     r"mutating|convenience|required|indirect|partial|const|expect|actual|annotation|"
+    r"(?:private|protected)\[[\w.]+\]|fun(?=\s+interface\b)|"
     r"@[A-Za-z_][\w.]*(?:\([^)\n]*\))?|template\s*<[^>\n]*>|declare"
 )
 # Words that can open a statement shaped like `TYPE NAME(`, so they are never a declared type.
@@ -73,35 +75,55 @@ _FIRST_PARAMETER = (
     r"@\w+)[ \t]+)*[A-Za-z_][\w:.]*(?:<[^()\n]*>)?(?:\[\])*(?:\.\.\.)?[*&?]*[ \t]+[*&]*[A-Za-z_$])"
 )
 _QUALIFIED = rf"{_NAME}(?:(?:\.|::|:){_NAME})*"  # `M.load`, `Foo::Bar`, `M:method`
-# A definition: a definer keyword (after modifiers, generics and an optional Go receiver) and the
-# name, at any indentation, its last part when qualified (`function M.load`, `fun <T> Flow<T>.map`,
-# `defmodule Plug.SSL`); a typed member or C function, `[modifiers] TYPE NAME(` (`public static
-# String join(`, `absl::Status Foo::Bar(`); or, at the start of a line: `NAME =` / `NAME :=`, a
-# Haskell signature `name ::`, a shell `NAME() {`, or a C function whose return type stands on
-# the line above (`http_perhapsrewind(struct Curl_easy *data,`); or a C macro (`#define NAME`).
+# Words a C declaration may put before its return type: `struct`, `unsigned`, or an export macro
+# in capitals (`CURL_EXTERN CURL *curl_easy_init(void)`, `ABSL_MUST_USE_RESULT bool Foo(`).
+_C_TYPE_PREFIX = (
+    r"(?:(?:struct|union|enum|unsigned|signed|long|short|[A-Z][A-Z0-9_]{2,})[ \t]+){0,2}"
+)
+# A definition: a definer keyword (after modifiers, generics, an optional Go receiver or Haskell
+# context) and the name, at any indentation, its last part when qualified (`function M.load`,
+# `fun <T> Flow<T>.map`, `defmodule Plug.SSL`); a typed member or C function, `[modifiers] TYPE
+# NAME(` (`public static String join(`, `absl::Status Foo::Bar(`); a `static NAME:` (Rust, a
+# TypeScript field); or, at the start of a line: `NAME =` / `NAME :=` / Lua's `local NAME =`, a
+# Haskell signature `name ::`, a shell `NAME() {`, a C function whose return type stands on the
+# line above (`http_perhapsrewind(struct Curl_easy *data,`), the name a C `typedef struct {…}`
+# closes with (`} CURLcode;`); or a C macro (`#define NAME`).
 _DEFINITION = re.compile(
-    rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?:{_DEFINERS})(?:\s+|(?=<))(?:<[^>\n]*>\s*)?"
-    r"(?:\([^)\n]*\)\s*)?"
+    rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?P<definer>{_DEFINERS})(?:\s+|(?=<))(?:<[^>\n]*>\s*)?"
+    r"(?:\([^)\n]*\)\s*(?:=>\s*)?)?"
     rf"[*&]?(?:{_NAME}(?:<[^>\n]*>)?\??[.:])*(?P<keyword>{_NAME})"
-    rf"|^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?!(?:{_NOT_TYPES}|{_DEFINERS})\b)"
+    rf"|^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?!(?:{_NOT_TYPES}|{_DEFINERS})\b){_C_TYPE_PREFIX}"
     rf"{_QUALIFIED}(?:<[^()\n=;]*>|\[\])*[*&?]*[ \t]+[*&]*(?:{_NAME}::)*(?P<typed>{_NAME})"
     rf"[ \t]*(?:<[^()\n=;]*>)?[ \t]*\((?={_FIRST_PARAMETER}){_PARAMETERS}"
-    rf"|^(?:{_NAME}[.:])*(?P<assigned>{_NAME})[ \t]*(?::[^=\n]*)?(?:=(?!=)|:=)"
+    rf"|^[ \t]*(?:(?:{_MODIFIERS})\s+)*static[ \t]+(?:mut[ \t]+)?(?P<static>{_NAME})[ \t]*:(?!:)"
+    rf"|^(?:local[ \t]+)?(?:{_NAME}[.:])*(?P<assigned>{_NAME})[ \t]*(?::[^=\n]*)?(?:=(?!=)|:=)"
     r"|^(?P<signature>[a-z_][\w']*)[ \t]+::[ \t]"
     r"|^(?P<cfunc>[A-Za-z_]\w*)\((?:void\)|(?:const[ \t]+|struct[ \t]+|unsigned[ \t]+)*"
     r"[A-Za-z_]\w*[ \t*]+[*&]*[A-Za-z_]\w*[,)])"
     r"|^(?:function[ \t]+)?(?P<shell>[A-Za-z_][\w-]*)[ \t]*\(\)[ \t]*\{"
+    rf"|^\}}[ \t]*(?P<closed>{_NAME})[ \t]*[,;]"
     rf"|^[ \t]*#[ \t]*define[ \t]+(?P<cmacro>{_NAME})",
     re.MULTILINE,
 )
-_GROUPS = ("keyword", "typed", "assigned", "signature", "cfunc", "shell", "cmacro")
+_GROUPS = (
+    "keyword",
+    "typed",
+    "static",
+    "assigned",
+    "signature",
+    "cfunc",
+    "shell",
+    "closed",
+    "cmacro",
+)
 
 
 # What follows an assigned name when it only re-exports or imports something defined elsewhere:
 # `const expect = std.testing.expect;`, `AutoHashMap = hash_map.AutoHashMap`, `@import(...)`.
 _ALIAS = re.compile(
     r"[ \t]*(?::[^=\n]*)?(?::=|=)[ \t]*"
-    r"(?:@import\(|require\(|import\(|(?P<target>[\w$]+(?:\.[\w$]+)*)[ \t]*;?[ \t]*(?:$|//|#))",
+    r"(?:@import\(|require[ \t]*[(\"']|import\(|"
+    r"(?P<target>[\w$]+(?:\.[\w$]+)*)[ \t]*;?[ \t]*(?:$|//|#))",
     re.MULTILINE,
 )
 
@@ -114,12 +136,43 @@ def definitions(text: str) -> list[str]:
     names: dict[str, None] = {}
     for match in _DEFINITION.finditer(text):
         name = next((match.group(g) for g in _GROUPS if match.group(g)), None)
+        if match.group("definer") in _C_TAGGED:
+            name = _c_declared(text, match, name)
         if not name or len(name) < 2 or _is_alias(text, match, name):
             continue
         if match.group("keyword") and _MODULE_ALIAS.match(match.group()):
             continue
         names[name] = None
     return list(names)
+
+
+_C_TAGGED = frozenset(["typedef", "struct", "union", "enum"])
+# What a C function returning a tagged type names after it (`struct Curl_easy *Curl_open(void)`).
+_C_RETURNING = re.compile(rf"(?:[ \t]*[*&]+|[ \t]+)[ \t]*(?P<function>{_NAME})[ \t]*\(")
+# What a `typedef` names: a function pointer's name (`typedef int (*handler)(…)`), the last name
+# before the `;` (`typedef struct Curl_easy Curl_easy;`) or the tag of the struct it opens
+# (`typedef struct Curl_easy {`; its closing `} NAME;` is a definition of its own).
+_TYPEDEF = re.compile(
+    rf"[^;{{\n]*?(?:\([ \t]*\*[ \t]*(?P<pointer>{_NAME})[ \t]*\)"
+    rf"|(?P<last>{_NAME})[ \t]*(?:\[[^\]\n]*\][ \t]*)?;)"
+)
+_TYPEDEF_TAG = re.compile(
+    rf"[ \t]*(?:struct|union|enum)[ \t]+(?P<tag>{_NAME})[ \t]*(?:$|\{{)", re.M
+)
+
+
+def _c_declared(text: str, match: re.Match[str], name: str | None) -> str | None:
+    """The name a C declaration that starts with ``typedef``, ``struct``, ``union`` or ``enum``
+    defines: the typedef's name, or the function a tagged type is the return type of."""
+    if match.group("definer") != "typedef":
+        returning = _C_RETURNING.match(text, match.end())
+        return returning.group("function") if returning else name
+    rest = match.start("definer") + len("typedef")
+    typedef = _TYPEDEF.match(text, rest)
+    if typedef is not None:
+        return typedef.group("pointer") or typedef.group("last")
+    tag = _TYPEDEF_TAG.match(text, rest)
+    return tag.group("tag") if tag is not None else None
 
 
 # Elixir's `alias Ecto.Query` (or `alias Ecto.Query.{Builder, Planner}`) makes a module defined

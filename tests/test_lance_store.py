@@ -385,3 +385,32 @@ def test_the_ann_index_never_answers_with_chunks_still_waiting_for_vectors(
     query = store.vectors(0)[2][0]
     found = store.nearest(query, 600, None)
     assert len(found) > 100 and not waiting & {cid for cid, _ in found}
+
+
+def test_the_nearest_chunks_bring_their_places_until_the_table_changes(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the ANN threshold the places of the nearest chunks are read with them: asking for
+    them (collapsing copies, the file lift) reads nothing more, and they are those of the
+    table's current version, never of a file deleted since."""
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 300)
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(random_writes(folder, 40, 10, seed=1))
+    store.maintain()
+    assert store.has_ann()
+    _, _, matrix = store.vectors(0)
+    chosen = [cid for cid, _ in store.nearest(matrix[5], 20, None)]
+    fresh = LanceStore(settings.store_path).chunk_places(chosen)
+    assert len(fresh) == 20
+    with monkeypatch.context() as patched:  # the places came with the nearest chunks
+        patched.setattr(store, "_places", lambda where: pytest.fail(f"read again: {where}"))
+        assert store.chunk_places(chosen) == fresh
+        assert store.chunk_files(chosen) == {p.id: p.file_id for p in fresh}
+    gone = fresh[0].file_id
+    rel = next(r["rel"] for i, r in store._file_rows().items() if i == gone)
+    assert store.delete_files(folder, [rel]) == 1
+    left = [p for p in fresh if p.file_id != gone]
+    assert store.chunk_places(chosen) == left
+    assert gone not in store.chunk_files(chosen).values()

@@ -6,7 +6,7 @@ Imported by :mod:`semsearch.store.lance.store`, which checks first that the lanc
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,24 +64,31 @@ def full_text(query: LexicalQuery) -> FullTextQuery | None:
 
 
 def ann_nearest(
-    chunks: Any, query: np.ndarray[Any, Any], pool: int, file_ids: Iterable[int] | None
-) -> list[tuple[int, float]]:
-    """(chunk id, cosine) of the approximate nearest chunks of a table with a vector index."""
+    chunks: Any,
+    query: np.ndarray[Any, Any],
+    pool: int,
+    file_ids: Iterable[int] | None,
+    columns: Sequence[str] = (),
+) -> tuple[list[tuple[int, float]], list[dict[str, Any]]]:
+    """(chunk id, cosine) of the approximate nearest chunks of a table with a vector index, and
+    their rows of ``columns`` (read with them: a second look-up by id costs a query)."""
 
-    def run() -> list[tuple[int, float]]:
+    def run() -> tuple[list[tuple[int, float]], list[dict[str, Any]]]:
         search = chunks.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
         search = search.distance_type("cosine").nprobes(ANN_NPROBES).ef(max(ANN_EF, pool))
         # Re-rank the candidates on their stored vectors: the index's own distances are
         # approximate (and squared L2 of the normalised vectors, not cosine distance), while
         # rows not yet in the index are scored exactly; refining puts both on one scale.
         search = search.refine_factor(1)
-        search = search.select(["id", "_distance"]).limit(pool)
+        selected = list(dict.fromkeys(["id", *columns]))
+        search = search.select([*selected, "_distance"]).limit(pool)
         if file_ids is not None:
             search = search.where(f"file_id IN ({ids_sql(file_ids)})", prefilter=True)
         table = search.to_arrow()
         distances = table["_distance"].to_numpy()
-        return [
+        found = [
             (int(i), 1.0 - float(d)) for i, d in zip(table["id"].to_numpy(), distances, strict=True)
         ]
+        return found, table.select(list(columns)).to_pylist() if columns else []
 
     return retry(run)

@@ -148,6 +148,7 @@ ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 # this many, a filter LanceDB answers from its full-text index alone.
 MAX_ROW_FILTER = 20_000
 READ_CHECK = 1.0  # seconds between a remote reader's looks for a new version
+PLACE_CACHE = 65_536  # chunk places a store keeps per version of the chunks table (~10 MB)
 # Columns of the chunks table looked up by value: a chunk by id, the copies of a text (and the
 # stored vector of a text) by text_hash; a B-tree finds 5 hashes among 1M rows in ~10 ms, a scan
 # takes ~100 ms.
@@ -330,6 +331,7 @@ class LanceStore(VectorColumns, PathVectors):
         self._ann: tuple[int, bool] = (-1, False)
         self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
         self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
+        self._place_cache: tuple[int, dict[int, ChunkPlace]] = (-1, {})
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         try:
             self._check_version(create)
@@ -820,7 +822,10 @@ class LanceStore(VectorColumns, PathVectors):
         if not self.has_ann():
             return self._exact.nearest(query, pool, file_ids)
         self._exact.clear()  # the index answers from now on: free the matrix
-        return ann_nearest(self._chunk_table(), query, pool, file_ids)
+        columns = PLACE_COLUMNS if self.has_flags() else ()
+        found, rows = ann_nearest(self._chunk_table(), query, pool, file_ids, columns)
+        self._keep_places(_places(rows))
+        return found
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
@@ -871,7 +876,10 @@ class LanceStore(VectorColumns, PathVectors):
         """Chunk id → file id: from the vectors in memory below the ANN threshold."""
         if not self.has_ann():
             return self._exact.files_of(ids)
-        return {row.id: row.file_id for row in self.chunks(ids)}
+        if not self.has_flags():  # no places in a table of schema 1
+            return {row.id: row.file_id for row in self.chunks(ids)}
+        files = self._file_rows()
+        return {p.id: p.file_id for p in self.chunk_places(ids) if p.file_id in files}
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked (chunks of unknown files are left out)."""
@@ -898,11 +906,14 @@ class LanceStore(VectorColumns, PathVectors):
         which has no text hashes)."""
         snapshot = self._snapshot() if ids else None
         if snapshot is not None:
-            rows = snapshot.rows(ids, PLACE_COLUMNS)
-        else:
-            rows = self._places(f"id IN ({ids_sql(ids)})" if ids else "")
-        by_id = {place.id: place for place in _places(rows)}
-        return [by_id[i] for i in ids if i in by_id]
+            by_id = {place.id: place for place in _places(snapshot.rows(ids, PLACE_COLUMNS))}
+            return [by_id[i] for i in ids if i in by_id]
+        known = self._known_places()
+        missing = [i for i in ids if i not in known]
+        if missing:
+            self._keep_places(_places(self._places(f"id IN ({ids_sql(missing)})")))
+            known = self._known_places()
+        return [known[i] for i in ids if i in known]
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
@@ -911,7 +922,26 @@ class LanceStore(VectorColumns, PathVectors):
             rows = snapshot.with_hashes(hashes, PLACE_COLUMNS)
         else:
             rows = self._places(f"text_hash IN ({hashes_sql(hashes)})" if hashes else "")
-        return sorted(_places(rows), key=lambda place: place.id)
+        places = sorted(_places(rows), key=lambda place: place.id)
+        if snapshot is None:
+            self._keep_places(places)
+        return places
+
+    def _known_places(self) -> dict[int, ChunkPlace]:
+        """The places read so far from the chunks table's current version, by chunk id: a
+        search reads those of its nearest chunks with them (``nearest``), and collapsing copies
+        asks for them again (``chunk_places``, ``chunk_files``)."""
+        chunks = self._chunk_table()
+        version = -1 if chunks is None else int(chunks.version)
+        if self._place_cache[0] != version:
+            self._place_cache = (version, {})
+        return self._place_cache[1]
+
+    def _keep_places(self, places: Iterable[ChunkPlace]) -> None:
+        known = self._known_places()
+        if len(known) > PLACE_CACHE:  # a long-running reader: start again
+            known.clear()
+        known.update((place.id, place) for place in places)
 
     def _places(self, where: str) -> list[dict[str, Any]]:
         """The place columns of the chunks ``where`` selects (none for an empty condition)."""

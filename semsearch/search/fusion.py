@@ -275,7 +275,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
         owners = {**file_of, **store.chunk_files(missing)}
-        documents = set(owners.values()) & per_refs(refs, _prose_files)
+        documents = _documents(set(owners.values()), refs)
         shares = file_coherence(scores, owners, documents)
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
@@ -417,10 +417,10 @@ def _definitions(
     return found, frozenset(found) if len(matched) < DEFINITION_POOL else None
 
 
-def _prose_files(refs: dict[int, FileRef]) -> frozenset[int]:
-    """The ids of the documents (``filetype.is_prose``) among ``refs`` (made once per refs dict,
-    :func:`~semsearch.search.derived.per_refs`)."""
-    return frozenset(f for f, ref in refs.items() if is_prose(ref.rel))
+def _documents(file_ids: set[int], refs: dict[int, FileRef]) -> set[int]:
+    """The documents (``filetype.is_prose``) among ``file_ids`` that are in ``refs`` (asked of
+    a search's candidates' files, not of every file: a new process searches at once)."""
+    return {f for f in file_ids if f in refs and is_prose(refs[f].rel)}
 
 
 def _file_lifted(
@@ -434,7 +434,8 @@ def _file_lifted(
     id). Code files count their missing candidates when ``FILE_VECTOR_WHOLE``; documents get no
     path term."""
     file_of = store.chunk_files([cid for cid, _ in nearest])
-    code = (set(file_of.values()) & refs.keys()) - per_refs(refs, _prose_files)
+    files = set(file_of.values()) & refs.keys()
+    code = files - _documents(files, refs)
     path_cosine: dict[int, float] = {}
     if PATH_WEIGHT and code:
         paths = store.path_vectors(sorted(code))

@@ -55,9 +55,10 @@ from semsearch.search.ranking import (
 from semsearch.store import FileRef, Store, model_mismatch_message
 from semsearch.text.lexical import LexicalQuery, lexical_query
 
-# One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
-# two threads at once (the caller waits for the result before touching the store again; the
-# store's vector arm, which runs meanwhile, reads through a connection of its own).
+# One worker for the lexical arms and the files a query names; one job at a time, so a shared
+# SQLite connection is never used by two threads at once (the caller waits for the result before
+# touching the store again; the store's vector arm, which runs meanwhile, reads through a
+# connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
 _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
@@ -203,8 +204,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     if options.mode != "bm25":
         if stored is not None:  # embed with the variant that built the index
             embedder = embedder.variant_for(stored[0])
-        embedder.preload()  # the model session builds while the store reads its vectors
-        store.preload()
+        embedder.preload()  # the model session builds while the store reads its vectors (below)
     refs = store.file_refs()
     allowed = allowed_files(refs, options.folder, options.globs, options.exclude)
     if allowed is not None and not allowed:  # nothing is indexed
@@ -215,6 +215,11 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
     places = None if options.all_copies or not store.has_copies() else Places(store)
+    # The files the query names, in the worker: a new process indexes every file's name first
+    # (named_files.name_index), while this thread reads the vectors.
+    named: Future[list[int]] | None = None
+    if use_vectors and options.mode == "hybrid" and NAMED_WEIGHT:
+        named = _WORKER.submit(named_files, refs, info, allowed)
     lexical: Future[LexicalArms] | None = None
     if options.mode != "vector":
         collapsing = places is not None
@@ -227,6 +232,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     defined: frozenset[int] | None = None  # every chunk defining a queried name, when known
     try:
         if use_vectors:
+            store.preload()  # while the worker runs, and the model session builds
             vector = embedder.embed_query(embedding_text(query))
             nearest = store.nearest(vector, pool, allowed)
             if places is not None:
@@ -235,8 +241,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
                 arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
-            if options.mode == "hybrid" and NAMED_WEIGHT:
-                arms["named"] = _named_arm(store, vector, refs, info, allowed)
+            if named is not None:
+                arms["named"] = _named_arm(store, vector, named.result())
             if lexical is not None:
                 known = read_ahead(store, arms["vector"], info, lexical)
     finally:
@@ -349,18 +355,11 @@ def _itself(chunk_id: int) -> int:
     return chunk_id
 
 
-def _named_arm(
-    store: Store,
-    vector: np.ndarray[Any, Any],
-    refs: dict[int, FileRef],
-    info: QueryInfo,
-    allowed: list[int] | None,
-) -> list[int]:
-    """The named-files arm: the best chunk by cosine of each file the query names
-    (:mod:`semsearch.search.named_files`), best first; empty when more than ``NAMED_MAX`` files are
-    named. A file none of whose chunks is among the ``POOL_MIN`` nearest of the named files'
-    chunks is left out."""
-    files = named_files(refs, info, allowed)
+def _named_arm(store: Store, vector: np.ndarray[Any, Any], files: list[int]) -> list[int]:
+    """The named-files arm: the best chunk by cosine of each of the ``files`` the query names
+    (:func:`~semsearch.search.named_files.named_files`), best first; empty when more than
+    ``NAMED_MAX`` files are named. A file none of whose chunks is among the ``POOL_MIN`` nearest
+    of the named files' chunks is left out."""
     if not files or len(files) > NAMED_MAX:
         return []
     nearest = store.nearest(vector, POOL_MIN, files)

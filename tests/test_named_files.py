@@ -81,9 +81,10 @@ def test_the_arm_brings_a_named_file_both_arms_missed(
         arm_files = store.chunk_files([cid for cid, _ in store.nearest(vector, 5)] + lexical)
         assert ledger not in set(arm_files.values())  # in arms of 5, neither has it
     info = query_info("ledger balance")
-    named = search._named_arm(store, vector, refs, info, None)
+    named = search._named_arm(store, vector, named_files(refs, info))
     assert store.chunk_files(named) == {named[0]: ledger}  # one chunk: `ledger_test_data` is not
-    assert search._named_arm(store, vector, refs, info, [f for f in refs if f != ledger]) == []
+    others = named_files(refs, info, [f for f in refs if f != ledger])
+    assert search._named_arm(store, vector, others) == []
 
 
 def test_explain_and_json_give_the_named_rank(named_corpus: Index) -> None:

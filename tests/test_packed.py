@@ -367,3 +367,21 @@ def test_a_prepacked_kernel_gives_the_integer_sums_of_its_codes() -> None:
     kernel = prepacked_kernel(codes.copy())
     expected = (feed.astype(np.int64) - (QUERY_LEVEL + 1)) @ codes.astype(np.int64)
     assert (kernel.run(None, {"q": feed})[0] == expected).all()
+
+
+def test_places_read_with_the_vectors_are_the_stored_ones_until_a_write(tmp_path: Path) -> None:
+    files = make_files(600, seed=60)
+    store = packed_store(tmp_path, files)
+    query = queries(unit_rows(600, seed=60), seed=61)[0]
+    scored = [cid for cid, _ in store.nearest(query, 50, None)]  # places read with the vectors
+    fresh = SqliteStore(store.path)
+    assert store.chunk_places(scored) == fresh.chunk_places(scored)
+    assert [place.id for place in store.chunk_places(scored)] == scored
+    gone = store.chunks(scored[:1])[0].rel
+    fresh.delete_files(fresh.folders()[0].id, [gone])  # another writer: the generation moves
+    left = [cid for cid in scored if cid in {p.id for p in fresh.chunk_places(scored)}]
+    assert len(left) < len(scored)
+    assert store.chunk_places(scored) == fresh.chunk_places(scored)
+    assert [place.id for place in store.chunk_places(scored)] == left
+    fresh.close()
+    store.close()

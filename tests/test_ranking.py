@@ -84,6 +84,17 @@ def test_file_name_words(rel: str, words: set[str]) -> None:
     assert file_name_words(rel) == {ranking.stem_words([w])[0] for w in words}
 
 
+def test_file_name_words_follow_the_name_not_an_earlier_path_of_it() -> None:
+    # The words are kept per name: one name in many folders is stemmed once, and a generic stem
+    # is the folder's name, so `index.ts` of two folders is two names.
+    assert file_name_words("c00/app/router/index.ts") == set(stem_words(["router"]))
+    assert file_name_words("c01/app/session/index.ts") == set(stem_words(["session"]))
+    assert file_name_words("c00/lib/Session.py") == file_name_words("c09/x/y/Session.py")
+    assert ranking.file_name("c00/lib/Session.py") == "Session"
+    assert ranking.file_name("a/session/index.ts") == "session"
+    assert ranking.file_name("index.ts") == ""
+
+
 @pytest.mark.parametrize(
     ("query", "rel", "named"),
     [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from semsearch.store.sqlite.lexical import LexicalReader, read_lexical
+from semsearch.store.sqlite.lexical import READ_AHEAD, LexicalReader, read_lexical
 from semsearch.store.sqlite.store import BM25_WEIGHTS, SqliteStore
 from semsearch.text.lexical import LexicalQuery
 from tests.test_store import file_write
@@ -99,9 +99,10 @@ def test_a_short_first_answer_asks_the_whole_query(build: Callable[..., Built]) 
     query = LexicalQuery(("shared", "needle"))
     found = reader.read(query, BM25_WEIGHTS, 2, allowed)  # the two needles of those files
     assert sorted(row.rel for row in store.chunks(found)) == ["f0.md", "f5.md"]
-    # 6 needles in the index, 2 in those files: the first query falls short of 3
+    # 6 needles in the index, 2 in those files: the first query falls short of 3 (its rows were
+    # all read ahead by the call before), so the whole query is asked
     found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 3, allowed))
-    assert len(ranked) == 2 and '"shared"' not in ranked[0] and '"shared"' in ranked[1]
+    assert len(ranked) == 1 and '"shared"' in ranked[0]
     assert sorted(row.rel for row in store.chunks(found)) == ["f0.md", "f1.md", "f5.md"]
 
 
@@ -112,6 +113,39 @@ def test_a_write_counts_again(build: Callable[..., Built]) -> None:
     folder = store.ensure_folder("/srv/a", "a")
     store.write_files([file_write(folder, f"g{n}.md", [f"new{n}"], 1) for n in range(40)])
     assert reader.common(query) == ()  # 30 of 70 rows now
+
+
+def test_a_deeper_ask_is_answered_from_the_rows_read_ahead(build: Callable[..., Built]) -> None:
+    texts = [f"alpha row{n} " + "pad " * (n % 5) for n in range(60)]  # ties: same length
+    _, reader, conn = build(texts)
+    query = LexicalQuery(("alpha",))
+    found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 2, None))
+    assert len(ranked) == 1 and found == whole(conn, query, 2)
+    deeper, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 2 * READ_AHEAD, None))
+    assert ranked == [] and deeper == whole(conn, query, 2 * READ_AHEAD)
+    assert deeper[:2] == found
+    # deeper than what was read: asked again, and kept
+    deepest, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 50, None))
+    assert len(ranked) == 1 and deepest == whole(conn, query, 50)
+    # every row was read (60 < 50 x READ_AHEAD): any depth is answered from them
+    everything, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 1000, None))
+    assert ranked == [] and everything == whole(conn, query, 1000) and len(everything) == 60
+
+
+def test_rows_read_ahead_are_per_query_and_files_and_forgotten_after_a_write(
+    build: Callable[..., Built],
+) -> None:
+    store, reader, conn = build(corpus())
+    needle = LexicalQuery(("needle",))
+    assert len(reader.read(needle, BM25_WEIGHTS, 7, None)) == 6  # every needle: all rows read
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, "new.md", ["needle needle"], 1)])
+    found, ranked = traced(conn, lambda: reader.read(needle, BM25_WEIGHTS, 7, None))
+    assert len(ranked) == 1 and found == whole(conn, needle, 7)
+    assert "new.md" in {row.rel for row in store.chunks(found)}
+    ids = {ref.rel: ref.id for ref in store.file_refs().values()}
+    within = reader.read(needle, BM25_WEIGHTS, 7, [ids["f5.md"]])
+    assert [row.rel for row in store.chunks(within)] == ["f5.md"]
 
 
 @pytest.mark.parametrize(

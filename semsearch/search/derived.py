@@ -1,8 +1,8 @@
 """Values derived from a store's file references, made once per refs dict.
 
 ``Store.file_refs()`` hands out the same dict object until the index changes, so what is derived
-from every file (the name index of the named-files arm, the set of documents) is made once per
-dict and reused by every search until the next write.
+from every file (the name index of the named-files arm, the folders of public Python modules) is
+made once per dict and reused by every search until the next write.
 """
 
 from __future__ import annotations

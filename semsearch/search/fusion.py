@@ -56,9 +56,10 @@ from semsearch.search.ranking import (
 from semsearch.store import FileRef, Store, model_mismatch_message
 from semsearch.text.lexical import LexicalQuery, lexical_query
 
-# One worker for the lexical arms; one at a time, so a shared SQLite connection is never used by
-# two threads at once (the caller waits for the result before touching the store again; the
-# store's vector arm, which runs meanwhile, reads through a connection of its own).
+# One worker for the lexical arms and the files a query names; one job at a time, so a shared
+# SQLite connection is never used by two threads at once (the caller waits for the result before
+# touching the store again; the store's vector arm, which runs meanwhile, reads through a
+# connection of its own).
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
 _ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
@@ -204,8 +205,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     if options.mode != "bm25":
         if stored is not None:  # embed with the variant that built the index
             embedder = embedder.variant_for(stored[0])
-        embedder.preload()  # the model session builds while the store reads its vectors
-        store.preload()
+        embedder.preload()  # the model session builds while the store reads its vectors (below)
     refs = store.file_refs()
     allowed = allowed_files(refs, options.folder, options.globs, options.exclude)
     if allowed is not None and not allowed:  # nothing is indexed
@@ -216,6 +216,11 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
     places = None if options.all_copies or not store.has_copies() else Places(store)
+    # The files the query names, in the worker: a new process indexes every file's name first
+    # (named_files.name_index), while this thread reads the vectors.
+    named: Future[list[int]] | None = None
+    if use_vectors and options.mode == "hybrid" and NAMED_WEIGHT:
+        named = _WORKER.submit(named_files, refs, info, allowed)
     lexical: Future[LexicalArms] | None = None
     if options.mode != "vector":
         collapsing = places is not None
@@ -228,6 +233,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     defined: frozenset[int] | None = None  # every chunk defining a queried name, when known
     try:
         if use_vectors:
+            store.preload()  # while the worker runs, and the model session builds
             vector = embedder.embed_query(embedding_text(query))
             nearest = store.nearest(vector, pool, allowed)
             if places is not None:
@@ -236,8 +242,8 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             arms["vector"] = [cid for cid, _ in nearest]
             if options.mode == "hybrid" and (FILE_VECTOR_WEIGHT or PATH_WEIGHT):
                 arms["vector"], path_cosine, file_of = _file_lifted(store, vector, nearest, refs)
-            if options.mode == "hybrid" and NAMED_WEIGHT:
-                arms["named"] = _named_arm(store, vector, refs, info, allowed)
+            if named is not None:
+                arms["named"] = _named_arm(store, vector, named.result())
             if lexical is not None:
                 known = read_ahead(store, arms["vector"], info, lexical)
     finally:
@@ -276,7 +282,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
         owners = {**file_of, **store.chunk_files(missing)}
-        documents = set(owners.values()) & per_refs(refs, _prose_files)
+        documents = _documents(set(owners.values()), refs)
         shares = file_coherence(scores, owners, documents)
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
@@ -350,18 +356,11 @@ def _itself(chunk_id: int) -> int:
     return chunk_id
 
 
-def _named_arm(
-    store: Store,
-    vector: np.ndarray[Any, Any],
-    refs: dict[int, FileRef],
-    info: QueryInfo,
-    allowed: list[int] | None,
-) -> list[int]:
-    """The named-files arm: the best chunk by cosine of each file the query names
-    (:mod:`semsearch.search.named_files`), best first; empty when more than ``NAMED_MAX`` files are
-    named. A file none of whose chunks is among the ``POOL_MIN`` nearest of the named files'
-    chunks is left out."""
-    files = named_files(refs, info, allowed)
+def _named_arm(store: Store, vector: np.ndarray[Any, Any], files: list[int]) -> list[int]:
+    """The named-files arm: the best chunk by cosine of each of the ``files`` the query names
+    (:func:`~semsearch.search.named_files.named_files`), best first; empty when more than
+    ``NAMED_MAX`` files are named. A file none of whose chunks is among the ``POOL_MIN`` nearest
+    of the named files' chunks is left out."""
     if not files or len(files) > NAMED_MAX:
         return []
     nearest = store.nearest(vector, POOL_MIN, files)
@@ -426,10 +425,10 @@ def _definitions(
     return found, frozenset(found) if len(matched) < pool else None
 
 
-def _prose_files(refs: dict[int, FileRef]) -> frozenset[int]:
-    """The ids of the documents (``filetype.is_prose``) among ``refs`` (made once per refs dict,
-    :func:`~semsearch.search.derived.per_refs`)."""
-    return frozenset(f for f, ref in refs.items() if is_prose(ref.rel))
+def _documents(file_ids: set[int], refs: dict[int, FileRef]) -> set[int]:
+    """The documents (``filetype.is_prose``) among ``file_ids`` that are in ``refs`` (asked of
+    a search's candidates' files, not of every file: a new process searches at once)."""
+    return {f for f in file_ids if f in refs and is_prose(refs[f].rel)}
 
 
 def _file_lifted(
@@ -443,7 +442,8 @@ def _file_lifted(
     id). Code files count their missing candidates when ``FILE_VECTOR_WHOLE``; documents get no
     path term."""
     file_of = store.chunk_files([cid for cid, _ in nearest])
-    code = (set(file_of.values()) & refs.keys()) - per_refs(refs, _prose_files)
+    files = set(file_of.values()) & refs.keys()
+    code = files - _documents(files, refs)
     path_cosine: dict[int, float] = {}
     if PATH_WEIGHT and code:
         paths = store.path_vectors(sorted(code))

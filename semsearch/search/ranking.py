@@ -28,6 +28,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from itertools import islice
+from typing import NamedTuple
 
 from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
@@ -237,11 +238,17 @@ _ENDINGS = (
     "s",
 )  # fmt: skip
 _UNDOUBLED = frozenset("bdgkmnprt")  # `formatt(er)`, `mapp(ing)`, `runn(ing)`: not l, s, z, f
+# The endings by their last letter, longest first: a word is checked against the few that can
+# end it (a word ending in none of these letters against none), not all 24.
+_ENDINGS_BY_LAST = {
+    last: tuple(ending for ending in _ENDINGS if ending[-1] == last)
+    for last in {ending[-1] for ending in _ENDINGS}
+}
 
 
 def _singular(word: str) -> str:
-    if not word.endswith("ss"):
-        for ending in _ENDINGS:
+    if word and not word.endswith("ss"):
+        for ending in _ENDINGS_BY_LAST.get(word[-1], ()):
             if word.endswith(ending) and len(word) - len(ending) >= (3 if ending == "s" else 4):
                 word = word[: -len(ending)] + ("y" if ending in ("ies", "ied") else "")
                 if word[-1] == word[-2] and word[-1] in _UNDOUBLED:
@@ -250,30 +257,49 @@ def _singular(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
-@functools.lru_cache(maxsize=65_536)
 def file_name_words(rel: str) -> frozenset[str]:
     """The words of a file's stem (its folder's for a generic stem like ``index``), as
     :func:`stem_words` spells them; empty when there is no name to match."""
-    parts = rel.split("/")
+    return _name_words(file_name(rel))
+
+
+def file_name(rel: str) -> str:
+    """The name :func:`file_name_words` takes the words of: the file's stem, or its folder's
+    name for a generic stem ("" at the top)."""
+    parts = rel.rsplit("/", 2)
     # The name without its extension: `SqlMapper.Async.cs` is not named by "SqlMapper"
     stem = parts[-1].rsplit(".", 1)[0] if "." in parts[-1][1:] else parts[-1]
     if stem.lower() in _GENERIC_STEMS:
-        stem = parts[-2] if len(parts) > 1 else ""
+        return parts[-2] if len(parts) > 1 else ""
+    return stem
+
+
+# Keyed by the name, not the path: names repeat across a tree (`index`, `utils`, a project checked
+# out ten times), so a pass over every file of 104k (named_files.name_index) stems 9k names.
+@functools.lru_cache(maxsize=65_536)
+def _name_words(name: str) -> frozenset[str]:
+    """The words of a file's name (:func:`file_name`), as :func:`file_name_words` gives them."""
     # Stop words stay (`ToJSON` is not named by "JSON"), but a name of stop words alone names
     # nothing.
-    words = frozenset(stem_words(split_identifier(stem)))
+    words = frozenset(stem_words(split_identifier(name)))
     if not words - STOP_WORDS:
         return frozenset()
     # `BooleanUtils`, `RouterImpl`, `StringHelper`: the topic is the rest of the name.
     return words - _GENERIC_PARTS if words - _GENERIC_PARTS - STOP_WORDS else words
 
 
-@functools.lru_cache(maxsize=65_536)
 def folder_words(rel: str) -> frozenset[str]:
     """The words of the file's last ``FOLDER_DEPTH`` folders, generic ones (``src``, ``lib``)
     left out, as :func:`stem_words` spells them."""
+    return _folders_words(tuple(rel.rsplit("/", FOLDER_DEPTH + 1)[:-1][-FOLDER_DEPTH:]))
+
+
+# Keyed by the folders, not the path: the files of a folder share them.
+@functools.lru_cache(maxsize=65_536)
+def _folders_words(folders: tuple[str, ...]) -> frozenset[str]:
+    """The words of :func:`folder_words` for a file's last folders."""
     words: set[str] = set()
-    for folder in rel.split("/")[:-1][-FOLDER_DEPTH:]:
+    for folder in folders:
         if folder.lower() not in _GENERIC_FOLDERS:
             words.update(stem_words(split_identifier(folder)))
     return frozenset(word for word in words - STOP_WORDS if len(word) > 2)
@@ -281,7 +307,7 @@ def folder_words(rel: str) -> frozenset[str]:
 
 def names_file(rel: str, info: QueryInfo) -> bool:
     """True when every word of the file's name is a word of the query."""
-    name = file_name_words(rel)
+    name = _path_facts(rel).name_words
     return bool(name) and name <= info.terms
 
 
@@ -416,21 +442,39 @@ def definition_boost(info: QueryInfo) -> float:
 def path_priors(rel: str, info: QueryInfo) -> list[tuple[str, float]]:
     """The priors of :func:`chunk_priors` that depend on the chunk's file alone."""
     priors: list[tuple[str, float]] = []
+    facts = _path_facts(rel)
     if names_file(rel, info):
-        words = len(file_name_words(rel))
-        share = 1.0 if words > 1 else STEM_SINGLE_SHARE
+        share = 1.0 if len(facts.name_words) > 1 else STEM_SINGLE_SHARE
         priors.append((STEM_NOTE, 1 + (STEM_BOOST - 1) * share))
-    if FOLDER_BOOST != 1.0 and folder_words(rel) & info.terms:
+    if FOLDER_BOOST != 1.0 and facts.folder_words & info.terms:
         priors.append((FOLDER_NOTE, FOLDER_BOOST))
-    if info.is_question and not info.words & _DOC_WORDS and _is_documentation(rel):
+    if info.is_question and not info.words & _DOC_WORDS and facts.is_documentation:
         priors.append((DOCUMENTATION_NOTE, DOCUMENTATION_FACTOR))
-    for label, lifted_by, factor in _path_kinds(rel):
+    for label, lifted_by, factor in facts.kinds:
         if label == "private" and not _is_private_beside_public(rel, info.public_folders):
             continue
         if not info.words & lifted_by:
             priors.append((f"{label} file", factor))
             break
     return priors
+
+
+class _PathFacts(NamedTuple):
+    """What :func:`path_priors` reads of a file's path, whatever the query."""
+
+    name_words: frozenset[str]  # file_name_words
+    folder_words: frozenset[str]
+    is_documentation: bool
+    kinds: tuple[tuple[str, frozenset[str], float], ...]  # _path_kinds
+
+
+# Cached per path: a search sees the same files again and again (the path kinds' seven regular
+# expressions per chunk were a tenth of a warm search), and one look-up is cheaper than four.
+@functools.lru_cache(maxsize=65_536)
+def _path_facts(rel: str) -> _PathFacts:
+    return _PathFacts(
+        file_name_words(rel), folder_words(rel), _is_documentation(rel), _path_kinds(rel)
+    )
 
 
 # A question ("how does the retry work", "where is the encoding guessed") asks for the code that
@@ -452,7 +496,6 @@ _CHANGELOG = re.compile(
 )
 
 
-@functools.lru_cache(maxsize=65_536)
 def _is_documentation(rel: str) -> bool:
     """A changelog (``CHANGELOG``, ``HISTORY.md``, ``NEWS.rst``, towncrier's ``changes/*``) or a
     manual page (``man/man1/pyenv.1``)."""
@@ -590,10 +633,8 @@ def best_prior(raising: dict[str, float]) -> float:
     return math.prod(raising.get(note, 1.0) for note in RAISING_NOTES)
 
 
-@functools.lru_cache(maxsize=65_536)
 def _path_kinds(rel: str) -> tuple[tuple[str, frozenset[str], float], ...]:
-    """The path kinds a file belongs to, in priority order (cached: a search sees the same files
-    again and again, and seven regular expressions per chunk were a tenth of a warm search)."""
+    """The path kinds a file belongs to, in priority order."""
     lowered = rel.lower()
     return tuple(
         (label, lifted_by, factor)

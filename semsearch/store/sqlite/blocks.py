@@ -139,25 +139,6 @@ def drop_blocks(conn: sqlite3.Connection) -> None:
     )
 
 
-def read_vectors_of(
-    conn: sqlite3.Connection, ids: IdArray, decode: Callable[[Sequence[bytes]], FloatArray]
-) -> tuple[IdArray, FloatArray]:
-    """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one."""
-    found: list[tuple[int, bytes]] = []
-    wanted = ids.tolist()
-    for start in range(0, len(wanted), 500):  # below SQLite's bound-parameter limit
-        part = wanted[start : start + 500]
-        found.extend(
-            conn.execute(
-                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})"
-                " AND vector IS NOT NULL",
-                part,
-            ).fetchall()
-        )
-    got = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
-    return got, decode([r[1] for r in found])
-
-
 def has_blocks_table(conn: sqlite3.Connection) -> bool:
     """False in a read-only file of schema version 5 or older, which has no blocks."""
     row = conn.execute(

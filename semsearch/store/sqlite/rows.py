@@ -26,7 +26,6 @@ from semsearch.store.sqlite.blocks import (
     has_blocks_table,
     read_blocks,
     read_gone,
-    read_vectors_of,
 )
 from semsearch.store.sqlite.schema import connect, has_column, read_int_meta
 
@@ -49,6 +48,7 @@ class VectorReader:
         self.exact = PackedVectors(self)
         self.has_paths = has_column(self._conn, "files", "path_vector")
         self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
+        self._places: tuple[int, dict[int, ChunkPlace]] = (-1, {})  # generation, read
         self._path_size = 0  # bytes of a path blob of the index's dimension (path_blob)
 
     @contextlib.contextmanager
@@ -103,10 +103,16 @@ class VectorReader:
             return read_gone(self._conn)
 
     def vectors_of(self, ids: IdArray) -> tuple[IdArray, FloatArray]:
-        """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one."""
+        """(ids, float32 matrix) of the stored vectors of those of ``ids`` that have one. Their
+        places come with them, kept for :meth:`chunk_places`: a search reads next the places of
+        the chunks it scored."""
         with self._lock:
             dim = read_int_meta(self._conn, "dim")
-            return read_vectors_of(self._conn, ids, lambda b: vectors_from_blobs(b, dim, self.path))
+            known = self._known_places()
+            found, blobs = read_vectors_of(self._conn, ids)
+            known.update((place.id, place) for place in found)
+        got = np.fromiter((place.id for place in found), dtype=np.int64, count=len(found))
+        return got, vectors_from_blobs(blobs, dim, self.path)
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Stored chunks by id, in the order asked; unknown ids are left out."""
@@ -114,11 +120,23 @@ class VectorReader:
             return read_chunks(self._conn, ids)
 
     def chunk_places(self, ids: Sequence[int]) -> list[ChunkPlace]:
-        """The places of chunks by id, in the order asked; unknown ids are left out."""
+        """The places of chunks by id, in the order asked; unknown ids are left out. What was
+        read (here or with the vectors) is kept until the index changes: a chunk's place never
+        changes while it exists, and deleting it is a write."""
         with self._lock:
-            found = read_places(self._conn, "id", [int(i) for i in ids])
-        by_id = {place.id: place for place in found}
-        return [by_id[i] for i in ids if i in by_id]
+            known = self._known_places()
+            missing = [int(i) for i in ids if int(i) not in known]
+            if missing:
+                known.update((place.id, place) for place in read_places(self._conn, "id", missing))
+        return [known[i] for i in ids if i in known]
+
+    def _known_places(self) -> dict[int, ChunkPlace]:
+        """The places kept, emptied when the index has changed since they were read or when
+        they are ``PLACES_KEPT``; the caller holds the lock."""
+        generation = read_int_meta(self._conn, "generation")
+        if self._places[0] != generation or len(self._places[1]) >= PLACES_KEPT:
+            self._places = (generation, {})
+        return self._places[1]
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
@@ -226,6 +244,28 @@ def read_stored_vectors(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict
 # The columns a place is read from, and the ones it may be looked up by (never user text).
 PLACE_COLUMNS = "id, file_id, text_hash, start_line, end_line, page"
 PLACE_KEYS = frozenset(["id", "text_hash"])
+# Places a vector reader keeps, at most: a search of 1.2M chunks with ten copies of each text
+# reads ~8,000 (~1.5 MB).
+PLACES_KEPT = 32_768
+
+
+def read_vectors_of(conn: sqlite3.Connection, ids: IdArray) -> tuple[list[ChunkPlace], list[bytes]]:
+    """The places and stored vectors (blobs) of those of ``ids`` that have a vector, in one
+    order: each row is read once for both."""
+    places: list[ChunkPlace] = []
+    blobs: list[bytes] = []
+    wanted = ids.tolist()
+    for start in range(0, len(wanted), 500):  # below SQLite's bound-parameter limit
+        part = wanted[start : start + 500]
+        rows = conn.execute(
+            f"SELECT {PLACE_COLUMNS}, vector FROM chunks"
+            f" WHERE id IN ({','.join('?' * len(part))}) AND vector IS NOT NULL",
+            part,
+        )
+        for *place, blob in rows:
+            places.append(ChunkPlace(*place))
+            blobs.append(blob)
+    return places, blobs
 
 
 def read_places(

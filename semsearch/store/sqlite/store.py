@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -165,6 +166,7 @@ class SqliteStore:
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._refs: tuple[int, dict[int, FileRef]] = (-1, {})
         self._reader: VectorReader | None = None  # opened by the first vector search
+        self._reader_lock = threading.Lock()
         self._lexical = LexicalReader(self._conn, self)
 
     def _migrate(self) -> None:
@@ -573,9 +575,10 @@ class SqliteStore:
         return self._vector_reader().exact.files_of(ids)
 
     def _vector_reader(self) -> VectorReader:
-        if self._reader is None:
-            self._reader = VectorReader(self.path, self.read_only)
-        return self._reader
+        with self._reader_lock:  # a search's two threads may be the first to ask
+            if self._reader is None:
+                self._reader = VectorReader(self.path, self.read_only)
+            return self._reader
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None

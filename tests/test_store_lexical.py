@@ -99,10 +99,10 @@ def test_a_short_first_answer_asks_the_whole_query(build: Callable[..., Built]) 
     query = LexicalQuery(("shared", "needle"))
     found = reader.read(query, BM25_WEIGHTS, 2, allowed)  # the two needles of those files
     assert sorted(row.rel for row in store.chunks(found)) == ["f0.md", "f5.md"]
-    # 6 needles in the index, 2 in those files: the first query falls short of 3 (its rows were
-    # all read ahead by the call before), so the whole query is asked
+    # 6 needles in the index, 2 in those files: the first query, read deeper, falls short of 3,
+    # so the whole query is asked
     found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 3, allowed))
-    assert len(ranked) == 1 and '"shared"' in ranked[0]
+    assert len(ranked) == 2 and '"shared"' not in ranked[0] and '"shared"' in ranked[1]
     assert sorted(row.rel for row in store.chunks(found)) == ["f0.md", "f1.md", "f5.md"]
 
 
@@ -116,20 +116,32 @@ def test_a_write_counts_again(build: Callable[..., Built]) -> None:
 
 
 def test_a_deeper_ask_is_answered_from_the_rows_read_ahead(build: Callable[..., Built]) -> None:
+    """Rows are read as deep as asked until a query is asked again deeper (copies widen an
+    arm); from then on each query is read ``READ_AHEAD`` times deeper, and a deeper ask within
+    what was read runs no SQL."""
     texts = [f"alpha row{n} " + "pad " * (n % 5) for n in range(60)]  # ties: same length
+    texts += [f"beta row{n} " + "pad " * (n % 3) for n in range(60)]
     _, reader, conn = build(texts)
-    query = LexicalQuery(("alpha",))
-    found, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 2, None))
-    assert len(ranked) == 1 and found == whole(conn, query, 2)
-    deeper, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 2 * READ_AHEAD, None))
-    assert ranked == [] and deeper == whole(conn, query, 2 * READ_AHEAD)
-    assert deeper[:2] == found
-    # deeper than what was read: asked again, and kept
-    deepest, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 50, None))
-    assert len(ranked) == 1 and deepest == whole(conn, query, 50)
-    # every row was read (60 < 50 x READ_AHEAD): any depth is answered from them
-    everything, ranked = traced(conn, lambda: reader.read(query, BM25_WEIGHTS, 1000, None))
-    assert ranked == [] and everything == whole(conn, query, 1000) and len(everything) == 60
+    alpha, beta = LexicalQuery(("alpha",)), LexicalQuery(("beta",))
+    found, ranked = traced(conn, lambda: reader.read(alpha, BM25_WEIGHTS, 2, None))
+    assert len(ranked) == 1 and found == whole(conn, alpha, 2)
+    again, ranked = traced(conn, lambda: reader.read(alpha, BM25_WEIGHTS, 2, None))
+    assert ranked == [] and again == found  # kept
+    deeper, ranked = traced(conn, lambda: reader.read(alpha, BM25_WEIGHTS, 3, None))
+    assert len(ranked) == 1 and deeper == whole(conn, alpha, 3) and deeper[:2] == found
+    # that ask read 3 x READ_AHEAD (48) rows: any depth up to them is answered from them
+    deepest, ranked = traced(conn, lambda: reader.read(alpha, BM25_WEIGHTS, 40, None))
+    assert ranked == [] and deepest == whole(conn, alpha, 40)
+    # deeper than what was read: asked again, 50 x READ_AHEAD deep, which is every row
+    everything, ranked = traced(conn, lambda: reader.read(alpha, BM25_WEIGHTS, 50, None))
+    assert len(ranked) == 1 and everything == whole(conn, alpha, 50)
+    everything, ranked = traced(conn, lambda: reader.read(alpha, BM25_WEIGHTS, 1000, None))
+    assert ranked == [] and everything == whole(conn, alpha, 1000) and len(everything) == 60
+    # another query is now read ahead from its first ask
+    first, ranked = traced(conn, lambda: reader.read(beta, BM25_WEIGHTS, 2, None))
+    assert len(ranked) == 1 and first == whole(conn, beta, 2)
+    more, ranked = traced(conn, lambda: reader.read(beta, BM25_WEIGHTS, 2 * READ_AHEAD, None))
+    assert ranked == [] and more == whole(conn, beta, 2 * READ_AHEAD)
 
 
 def test_rows_read_ahead_are_per_query_and_files_and_forgotten_after_a_write(

@@ -11,11 +11,13 @@ break the tie). It saves a sixth of a warm hybrid search where queries hold such
 How many rows a word matches is asked of FTS5 itself (its tokenizer and stemmer decide what the
 word is), counted up to half the table, and kept until the index changes.
 
-A query's rows are read ``READ_AHEAD`` times deeper than asked, and kept until the index changes:
-BM25 scores every matching row however few are asked for, and a search that meets copies of a
-text asks the same query again, deeper (``search.copies.widened``), which is then answered from
-the rows read. A shallower answer is the deeper one's first rows: FTS5's order, ties included,
-does not depend on the limit.
+A query's rows are kept until the index changes, and once a search has asked a query again,
+deeper (``search.copies.widened``, when copies of a text fill its rows), each query is read
+``READ_AHEAD`` times deeper than asked: BM25 scores every matching row however few are asked for,
+so the deeper ask is then answered from the rows read. A shallower answer is the deeper one's
+first rows: FTS5's order, ties included, does not depend on the limit. An index without copies
+never asks deeper, and reads no more than asked (16 times deeper cost 1.5 ms of a warm hybrid
+search at 10k chunks).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class LexicalReader:
         self._rows: dict[str, int] = {}  # alternative → the rows it matches, up to self._half
         # (FTS5 query, weights, file ids) → (the rows found, the limit they were read with)
         self._ahead: dict[tuple[str, str, tuple[int, ...] | None], tuple[list[int], int]] = {}
+        self._deepened = False  # a query was asked again deeper: read the next ones ahead
 
     def read(
         self, query: LexicalQuery, weights: str, limit: int, file_ids: Sequence[int] | None
@@ -77,7 +80,8 @@ class LexicalReader:
         key = (match, weights, None if file_ids is None else tuple(file_ids))
         kept = self._ahead.get(key)
         if kept is None or (limit > kept[1] and len(kept[0]) >= kept[1]):
-            deeper = limit * READ_AHEAD
+            self._deepened = self._deepened or kept is not None
+            deeper = limit * READ_AHEAD if self._deepened else limit
             kept = (read_lexical(self._conn, match, weights, deeper, file_ids), deeper)
             while len(self._ahead) >= _QUERIES_KEPT:
                 del self._ahead[next(iter(self._ahead))]

@@ -366,16 +366,25 @@ def test_a_schema_1_chunks_table_gets_text_hashes_and_vector_flags(tmp_path: Pat
     assert [text for _, text in store.pending_texts(10)] == ["new"]  # "beta" was hashed
 
 
-def test_the_ann_index_never_answers_with_chunks_still_waiting_for_vectors(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 400)
+def ann_store(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, files: int
+) -> tuple[LanceStore, int]:
+    """A store of ``files`` random files of 10 chunks, past a lowered ANN threshold (its vector
+    index built); and its folder's id."""
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 300)
     store = LanceStore(settings.store_path, create=True)
     store.set_model("m", 16)
     folder = store.ensure_folder("/srv/a", "a")
-    store.write_files(random_writes(folder, 50, 10, seed=1))
+    store.write_files(random_writes(folder, files, 10, seed=1))
     store.maintain()
     assert store.has_ann()
+    return store, folder
+
+
+def test_the_ann_index_never_answers_with_chunks_still_waiting_for_vectors(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, folder = ann_store(settings, monkeypatch, files=50)
     texts = tuple(ChunkRecord(n, n, 0, 1, None, f"waiting {n}") for n in range(40))
     store.write_files([FileWrite(folder, "new.md", 1, 10, "sha", "ok", "text", texts)])
     store.maintain()  # the waiting chunks' zero vectors go into the index too: LanceDB's cosine
@@ -393,13 +402,7 @@ def test_the_nearest_chunks_bring_their_places_until_the_table_changes(
     """Past the ANN threshold the places of the nearest chunks are read with them: asking for
     them (collapsing copies, the file lift) reads nothing more, and they are those of the
     table's current version, never of a file deleted since."""
-    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 300)
-    store = LanceStore(settings.store_path, create=True)
-    store.set_model("m", 16)
-    folder = store.ensure_folder("/srv/a", "a")
-    store.write_files(random_writes(folder, 40, 10, seed=1))
-    store.maintain()
-    assert store.has_ann()
+    store, folder = ann_store(settings, monkeypatch, files=40)
     _, _, matrix = store.vectors(0)
     chosen = [cid for cid, _ in store.nearest(matrix[5], 20, None)]
     fresh = LanceStore(settings.store_path).chunk_places(chosen)

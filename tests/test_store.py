@@ -347,6 +347,37 @@ def test_an_index_of_the_previous_schema_with_stale_fts_columns_gets_both_upgrad
     store.close()
 
 
+def test_a_long_rebuild_of_the_fts_columns_is_announced_on_stderr(tmp_path: Path) -> None:
+    """New FTS rules rebuild the columns inside the first command that opens the index: the
+    CLI says so on stderr when the index is large enough for it to take a while, not before."""
+    path = tmp_path / "index.db"
+    store = SqliteStore(path, create=True)
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files([file_write(folder, f"n{i}.md", [f"otter note {i}"]) for i in range(3)])
+    store.close()
+    script = (
+        "import sys; import semsearch.store.sqlite.store as s; "
+        "s.REBUILD_NOTICE_CHUNKS = int(sys.argv[1]); "
+        "from semsearch.cli.commands import main; sys.exit(main(sys.argv[2:]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SS_")}
+    env.update(HOME=str(tmp_path), SS_CONFIG_PATH=str(tmp_path / "config.json"))
+    for threshold, announced in ((4, False), (3, True)):
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE meta SET value = 'old' WHERE key = 'terms_version'")
+        argv = [str(threshold), "--index", str(path), "search", "otter", "--mode", "bm25"]
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv], capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert "n0.md" in done.stdout
+        if announced:
+            assert done.stderr.startswith("semsearch: rebuilding the full-text columns of ")
+            assert "(3 chunks; once" in done.stderr and len(done.stderr.splitlines()) == 1
+        else:
+            assert done.stderr == ""
+
+
 def test_new_index_uses_large_pages(sqlite_store: SqliteStore, tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "index.db")
     assert conn.execute("PRAGMA page_size").fetchone()[0] == 16384

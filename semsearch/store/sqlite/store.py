@@ -63,6 +63,7 @@ run (``maintain``) packs its vectors.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -129,6 +130,11 @@ from semsearch.store.sqlite.schema import (
     write_error,
 )
 from semsearch.text.lexical import COLUMN_WEIGHTS, TERMS_VERSION, LexicalQuery
+
+logger = logging.getLogger("semsearch.store")
+# A rebuild of the FTS columns (new rules, ``TERMS_VERSION``) over this many chunks or more is
+# announced: it takes seconds.
+REBUILD_NOTICE_CHUNKS = 20_000
 
 # bm25() takes the weights of chunks_fts's columns in their order: text, terms, defines.
 BM25_WEIGHTS = ", ".join(str(COLUMN_WEIGHTS[c]) for c in ("text", "terms", "defines"))
@@ -199,12 +205,27 @@ class SqliteStore:
             stale = version >= 1 and self.meta("terms_version") != TERMS_VERSION
             if stale and FTS_SQL not in steps:
                 steps.append(FTS_SQL)
+            if stale:
+                self._announce_rebuild()
             for statement in (sql for step in steps for sql in split_sql(step)):
                 self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
             self._set_meta("schema_version", str(SCHEMA_VERSION))
             self._set_meta("terms_version", TERMS_VERSION)
+
+    def _announce_rebuild(self) -> None:
+        """Say on stderr (``logging``'s last resort when nobody set up logging, as in the CLI)
+        that the FTS columns are being rebuilt, when that takes long enough to look like a hang:
+        ~4.5 s for 25,000 chunks, minutes for a million. It happens once per new set of rules."""
+        (count,) = self._conn.execute("SELECT count(*) FROM chunks").fetchone()
+        if count >= REBUILD_NOTICE_CHUNKS:
+            logger.warning(
+                "semsearch: rebuilding the full-text columns of %s for this version of "
+                "semsearch (%s chunks; once, searches wait for it)",
+                self.path,
+                f"{count:,}",
+            )
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

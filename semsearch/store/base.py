@@ -136,6 +136,39 @@ class ChunkPlace(NamedTuple):
     page: int | None
 
 
+class PlaceCache:
+    """The places of chunks read so far from one state of an index (a generation, a table
+    version), by chunk id: a chunk's place never changes while it exists, and deleting it makes
+    a new state. A search reads those of the chunks it scores, then asks for them again to
+    collapse copies and lift files. At most about ``limit`` are kept: past that it starts again.
+    The caller serialises its calls."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._state: int | None = None
+        self._known: dict[int, ChunkPlace] = {}
+
+    def _at(self, state: int) -> dict[int, ChunkPlace]:
+        if state != self._state or len(self._known) >= self._limit:
+            self._state, self._known = state, {}
+        return self._known
+
+    def keep(self, state: int, places: Iterable[ChunkPlace]) -> None:
+        """Keep places read at ``state``."""
+        self._at(state).update((place.id, place) for place in places)
+
+    def places(
+        self, state: int, ids: Sequence[int], read: Callable[[list[int]], Iterable[ChunkPlace]]
+    ) -> list[ChunkPlace]:
+        """The places of ``ids`` at ``state``, in that order (unknown ids left out): those not
+        kept are ``read`` (their ids, once each) and kept."""
+        known = self._at(state)
+        missing = [i for i in dict.fromkeys(ids) if i not in known]
+        if missing:
+            known.update((place.id, place) for place in read(missing))
+        return [known[i] for i in ids if i in known]
+
+
 @dataclass(frozen=True)
 class FileRef:
     """A file's id, folder and relative path (the search filter works on these)."""

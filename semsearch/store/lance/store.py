@@ -87,6 +87,7 @@ from semsearch.store.base import (
     FileState,
     FileWrite,
     Folder,
+    PlaceCache,
     damaged_error,
     model_mismatch_message,
     reports_damage,
@@ -331,7 +332,8 @@ class LanceStore(VectorColumns, PathVectors):
         self._ann: tuple[int, bool] = (-1, False)
         self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
         self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
-        self._place_cache: tuple[int, dict[int, ChunkPlace]] = (-1, {})
+        # places read (with the nearest chunks, by id, of a text's copies) by chunks version
+        self._place_cache = PlaceCache(PLACE_CACHE)
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         try:
             self._check_version(create)
@@ -823,8 +825,9 @@ class LanceStore(VectorColumns, PathVectors):
             return self._exact.nearest(query, pool, file_ids)
         self._exact.clear()  # the index answers from now on: free the matrix
         columns = PLACE_COLUMNS if self.has_flags() else ()
-        found, rows = ann_nearest(self._chunk_table(), query, pool, file_ids, columns)
-        self._keep_places(_places(rows))
+        chunks = self._chunk_table()
+        found, rows = ann_nearest(chunks, query, pool, file_ids, columns)
+        self._place_cache.keep(int(chunks.version), _places(rows))
         return found
 
     def lexical(
@@ -908,12 +911,14 @@ class LanceStore(VectorColumns, PathVectors):
         if snapshot is not None:
             by_id = {place.id: place for place in _places(snapshot.rows(ids, PLACE_COLUMNS))}
             return [by_id[i] for i in ids if i in by_id]
-        known = self._known_places()
-        missing = [i for i in ids if i not in known]
-        if missing:
-            self._keep_places(_places(self._places(f"id IN ({ids_sql(missing)})")))
-            known = self._known_places()
-        return [known[i] for i in ids if i in known]
+        chunks = self._chunk_table()
+        if chunks is None:
+            return []
+        return self._place_cache.places(
+            int(chunks.version),
+            ids,
+            lambda missing: _places(self._places(f"id IN ({ids_sql(missing)})")),
+        )
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
@@ -923,25 +928,10 @@ class LanceStore(VectorColumns, PathVectors):
         else:
             rows = self._places(f"text_hash IN ({hashes_sql(hashes)})" if hashes else "")
         places = sorted(_places(rows), key=lambda place: place.id)
-        if snapshot is None:
-            self._keep_places(places)
-        return places
-
-    def _known_places(self) -> dict[int, ChunkPlace]:
-        """The places read so far from the chunks table's current version, by chunk id: a
-        search reads those of its nearest chunks with them (``nearest``), and collapsing copies
-        asks for them again (``chunk_places``, ``chunk_files``)."""
         chunks = self._chunk_table()
-        version = -1 if chunks is None else int(chunks.version)
-        if self._place_cache[0] != version:
-            self._place_cache = (version, {})
-        return self._place_cache[1]
-
-    def _keep_places(self, places: Iterable[ChunkPlace]) -> None:
-        known = self._known_places()
-        if len(known) > PLACE_CACHE:  # a long-running reader: start again
-            known.clear()
-        known.update((place.id, place) for place in places)
+        if snapshot is None and chunks is not None:
+            self._place_cache.keep(int(chunks.version), places)
+        return places
 
     def _places(self, where: str) -> list[dict[str, Any]]:
         """The place columns of the chunks ``where`` selects (none for an empty condition)."""

@@ -18,6 +18,7 @@ from semsearch.store.base import (
     ChunkRow,
     FloatArray,
     IdArray,
+    PlaceCache,
     damaged_error,
     listed_rel,
 )
@@ -48,7 +49,7 @@ class VectorReader:
         self.exact = PackedVectors(self)
         self.has_paths = has_column(self._conn, "files", "path_vector")
         self._paths: tuple[int, dict[int, FloatArray | None]] = (-1, {})  # generation, read
-        self._places: tuple[int, dict[int, ChunkPlace]] = (-1, {})  # generation, read
+        self._places = PlaceCache(PLACES_KEPT)  # by the index's generation
         self._path_size = 0  # bytes of a path blob of the index's dimension (path_blob)
 
     @contextlib.contextmanager
@@ -108,9 +109,8 @@ class VectorReader:
         the chunks it scored."""
         with self._lock:
             dim = read_int_meta(self._conn, "dim")
-            known = self._known_places()
             found, blobs = read_vectors_of(self._conn, ids)
-            known.update((place.id, place) for place in found)
+            self._places.keep(read_int_meta(self._conn, "generation"), found)
         got = np.fromiter((place.id for place in found), dtype=np.int64, count=len(found))
         return got, vectors_from_blobs(blobs, dim, self.path)
 
@@ -124,19 +124,12 @@ class VectorReader:
         read (here or with the vectors) is kept until the index changes: a chunk's place never
         changes while it exists, and deleting it is a write."""
         with self._lock:
-            known = self._known_places()
-            missing = [int(i) for i in ids if int(i) not in known]
-            if missing:
-                known.update((place.id, place) for place in read_places(self._conn, "id", missing))
-        return [known[i] for i in ids if i in known]
-
-    def _known_places(self) -> dict[int, ChunkPlace]:
-        """The places kept, emptied when the index has changed since they were read or when
-        they are ``PLACES_KEPT``; the caller holds the lock."""
-        generation = read_int_meta(self._conn, "generation")
-        if self._places[0] != generation or len(self._places[1]) >= PLACES_KEPT:
-            self._places = (generation, {})
-        return self._places[1]
+            generation = read_int_meta(self._conn, "generation")
+            return self._places.places(
+                generation,
+                [int(i) for i in ids],
+                lambda missing: read_places(self._conn, "id", missing),
+            )
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""

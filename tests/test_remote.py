@@ -488,6 +488,25 @@ def test_a_damaged_remote_index_is_not_told_to_rebuild(
     assert "--rebuild" not in message
 
 
+def test_status_check_names_a_folders_table_readers_do_not_open(
+    tmp_path: Path, bucket: str, moto: tuple[str, RequestLog]
+) -> None:
+    """Readers take the folders from meta and never open that table, so its loss does not stop
+    a search; ``status --check`` still finds it gone (and an index run refuses to go on)."""
+    endpoint, _ = moto
+    uri = f"s3://{bucket}/team"
+    assert main(["--index", uri, "index", str(write_tree(tmp_path / "p", PROJECT))]) == 0
+    store = client(endpoint)
+    for key in keys(endpoint, bucket):
+        if "/folders.lance/" in key:
+            store.delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    found = elsewhere(tmp_path, endpoint, "--index", uri, "search", "retry card payment")
+    assert found.returncode == 0 and "payments/retry.py" in found.stdout
+    checked = elsewhere(tmp_path, endpoint, "--index", uri, "status", "--check")
+    assert checked.returncode == 1, checked.stdout
+    assert "table folders: missing" in checked.stdout + checked.stderr
+
+
 def test_a_reader_with_another_model_gets_a_clear_error(
     tmp_path: Path, bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -466,18 +466,24 @@ def test_a_bucket_whose_region_cannot_be_found_says_to_set_it(tmp_path: Path) ->
         )
 
 
+def indexed_then_lost(tmp_path: Path, endpoint: str, bucket: str, part: str) -> str:
+    """The URI of an index of PROJECT whose objects with ``part`` in their key were deleted."""
+    uri = f"s3://{bucket}/team"
+    assert main(["--index", uri, "index", str(write_tree(tmp_path / "p", PROJECT))]) == 0
+    store = client(endpoint)
+    for key in keys(endpoint, bucket):
+        if part in key:
+            store.delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    return uri
+
+
 def test_a_damaged_remote_index_is_not_told_to_rebuild(
     tmp_path: Path, bucket: str, moto: tuple[str, RequestLog], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--rebuild renames the index aside, which an object store cannot do: the advice is a new
     prefix."""
     endpoint, _ = moto
-    uri = f"s3://{bucket}/team"
-    assert main(["--index", uri, "index", str(write_tree(tmp_path / "p", PROJECT))]) == 0
-    store = client(endpoint)
-    for key in keys(endpoint, bucket):
-        if "/chunks.lance/data/" in key:
-            store.delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    uri = indexed_then_lost(tmp_path, endpoint, bucket, "/chunks.lance/data/")
     capsys.readouterr()
     assert main(["--index", uri, "search", "retry card payment", "--mode", "bm25"]) == 1
     message = one_line(capsys.readouterr().err)
@@ -494,12 +500,7 @@ def test_status_check_names_a_folders_table_readers_do_not_open(
     """Readers take the folders from meta and never open that table, so its loss does not stop
     a search; ``status --check`` still finds it gone (and an index run refuses to go on)."""
     endpoint, _ = moto
-    uri = f"s3://{bucket}/team"
-    assert main(["--index", uri, "index", str(write_tree(tmp_path / "p", PROJECT))]) == 0
-    store = client(endpoint)
-    for key in keys(endpoint, bucket):
-        if "/folders.lance/" in key:
-            store.delete_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+    uri = indexed_then_lost(tmp_path, endpoint, bucket, "/folders.lance/")
     found = elsewhere(tmp_path, endpoint, "--index", uri, "search", "retry card payment")
     assert found.returncode == 0 and "payments/retry.py" in found.stdout
     checked = elsewhere(tmp_path, endpoint, "--index", uri, "status", "--check")

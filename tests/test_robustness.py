@@ -112,11 +112,11 @@ def read_only_view(source: Path, path: Path, points: list[Path]) -> Path:
 def fill_disk(folder: Path, leave: int) -> Path:
     """Fill the file system of ``folder`` but ``leave`` bytes; returns the filler file."""
     filler = folder / "filler"
-    with filler.open("wb") as handle:
+    # Unbuffered: a buffered file keeps what the full disk refused and fails again on close.
+    with filler.open("wb", buffering=0) as handle:
         try:
-            while True:
-                handle.write(b"\0" * 65536)
-                handle.flush()
+            while handle.write(b"\0" * 65536):
+                pass
         except OSError:
             pass
     with filler.open("r+b") as handle:

@@ -18,14 +18,27 @@ so the deeper ask is then answered from the rows read. A shallower answer is the
 first rows: FTS5's order, ties included, does not depend on the limit. An index without copies
 never asks deeper, and reads no more than asked (16 times deeper cost 1.5 ms of a warm hybrid
 search at 10k chunks).
+
+In an index that is mostly copies (chunks of one text, see ``search.copies``: a quarter of the
+rows or more, ``COPY_SHARE``), each text is scored once: the FTS rows of all its chunks but the
+lowest id carry ``schema.COPY_MARK``, and a query over every file leaves those rows out (``...
+NOT ss0copy0``), then puts each text's copies right after it (:class:`TextRows`). BM25 scores
+every matching row, so on a tree of ten checkouts this is a fraction of the work (a warm query
+at 1.2M chunks: 72-334 → 42-100 ms, what is left being FTS5 finding the rows). A text then
+ranks where its first chunk's row does, though its copies' rows differ in the words of their
+paths; below that share the saving is small and every row is scored as before (the license
+header atop every file of a repository changed one query of the 46-repo set when scored once).
+A query within some files reads every row, as the first chunk of a text may lie outside them.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Sequence
 from typing import Protocol
 
+from semsearch.store.sqlite.schema import COPY_MARK
 from semsearch.text.lexical import COLUMNS, LexicalQuery
 
 PRUNE_COMMON = True  # leave the words of half the rows or more out of a first query
@@ -34,6 +47,8 @@ _REMEMBERED = 10_000  # words whose counts are kept between writes, at most
 # reading 3,200 rows instead of 200 cost ~5 ms at 1.2M chunks, a second query 50-330 ms.
 READ_AHEAD = 16
 _QUERIES_KEPT = 4  # queries whose rows are kept (a search asks one or two; the BM25 arm's again)
+_EXPANDED_AT_ONCE = 500  # texts whose copies one statement looks up
+COPY_SHARE = 0.25  # the share of marked rows from which each text is scored once
 
 
 class CountSource(Protocol):
@@ -54,10 +69,12 @@ class LexicalReader:
         self._source = source
         self._seen = -1  # the generation the counts below belong to
         self._half: int | None = None  # rows a common word matches: half the table, rounded up
-        self._rows: dict[str, int] = {}  # alternative → the rows it matches, up to self._half
+        self._counts: dict[str, int] = {}  # alternative → the rows it matches, up to self._half
         # (FTS5 query, weights, file ids) → (the rows found, the limit they were read with)
         self._ahead: dict[tuple[str, str, tuple[int, ...] | None], tuple[list[int], int]] = {}
+        self._texts: dict[tuple[str, str], TextRows] = {}  # (FTS5 query, weights) → its texts
         self._deepened = False  # a query was asked again deeper: read the next ones ahead
+        self._marked: bool | None = None  # whether COPY_SHARE of the rows are copies
 
     def read(
         self, query: LexicalQuery, weights: str, limit: int, file_ids: Sequence[int] | None
@@ -75,13 +92,53 @@ class LexicalReader:
     def _ranked(
         self, match: str, weights: str, limit: int, file_ids: Sequence[int] | None
     ) -> list[int]:
+        """The first ``limit`` rows of the query: a text at a time when copies are marked and
+        every file counts, else :meth:`_rows`."""
+        if file_ids is not None or not self._mostly_copies():
+            return self._rows(match, weights, limit, file_ids)
+        key = (match, weights)
+        texts = self._texts.get(key)
+        if texts is None:
+            while len(self._texts) >= _QUERIES_KEPT:
+                del self._texts[next(iter(self._texts))]
+            texts = self._texts[key] = TextRows(self._conn, match, weights, self)
+        return texts.first(limit)
+
+    def deeper(self, limit: int) -> int:
+        """How deep to read a query asked ``limit`` rows: ``READ_AHEAD`` times once a search
+        has asked a query again, deeper (see the module docstring)."""
+        return limit * READ_AHEAD if self._deepened else limit
+
+    def asked_deeper(self) -> None:
+        """A query was asked again, deeper than it was read: read the next ones ahead."""
+        self._deepened = True
+
+    def _mostly_copies(self) -> bool:
+        """Whether ``COPY_SHARE`` of the FTS rows or more are marked copies (none in a file
+        before schema 7), counted once per generation."""
+        if self._marked is None:
+            share = max(1, math.ceil(self._source.chunk_count() * COPY_SHARE))
+            self._marked = (
+                self._conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?"
+                    " LIMIT ?)",
+                    (COPY_MARK, share),
+                ).fetchone()[0]
+                >= share
+            )
+        return self._marked
+
+    def _rows(
+        self, match: str, weights: str, limit: int, file_ids: Sequence[int] | None
+    ) -> list[int]:
         """:func:`read_lexical`'s first ``limit`` rows, from the rows an earlier call read ahead
         when they reach that deep (or are all there are)."""
         key = (match, weights, None if file_ids is None else tuple(file_ids))
         kept = self._ahead.get(key)
         if kept is None or (limit > kept[1] and len(kept[0]) >= kept[1]):
-            self._deepened = self._deepened or kept is not None
-            deeper = limit * READ_AHEAD if self._deepened else limit
+            if kept is not None:
+                self.asked_deeper()
+            deeper = self.deeper(limit)
             kept = (read_lexical(self._conn, match, weights, deeper, file_ids), deeper)
             while len(self._ahead) >= _QUERIES_KEPT:
                 del self._ahead[next(iter(self._ahead))]
@@ -92,7 +149,8 @@ class LexicalReader:
         """Forget the counts and rows read when the index has changed since."""
         generation = self._source.generation()
         if generation != self._seen:
-            self._seen, self._half, self._rows, self._ahead = generation, None, {}, {}
+            self._seen, self._half, self._counts, self._ahead = generation, None, {}, {}
+            self._texts, self._marked = {}, None
 
     def common(self, query: LexicalQuery) -> tuple[str, ...]:
         """The query's alternatives that match half the rows or more; none when the query has
@@ -117,15 +175,85 @@ class LexicalReader:
 
     def _matched(self, word: str) -> int:
         """The rows an alternative matches, counted up to half the table."""
-        rows = self._rows.get(word)
+        rows = self._counts.get(word)
         if rows is None:
-            if len(self._rows) >= _REMEMBERED:
-                self._rows.clear()
-            rows = self._rows[word] = self._conn.execute(
+            if len(self._counts) >= _REMEMBERED:
+                self._counts.clear()
+            rows = self._counts[word] = self._conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
                 (LexicalQuery((word,)).fts5(), self._half),
             ).fetchone()[0]
         return int(rows)
+
+
+class Depth(Protocol):
+    """How deep :class:`TextRows` reads (its :class:`LexicalReader`'s read-ahead)."""
+
+    def deeper(self, limit: int) -> int:
+        """Rows to read for a query asked ``limit``."""
+
+    def asked_deeper(self) -> None:
+        """A query was asked again, deeper."""
+
+
+class TextRows:
+    """One query's rows over every file, a text at a time: the rows not marked as copies, best
+    BM25 first, each followed by the other chunks of its text (by id). The texts are read once
+    and their copies looked up as far as asked, until the index changes."""
+
+    def __init__(self, conn: sqlite3.Connection, match: str, weights: str, depth: Depth) -> None:
+        self._conn = conn
+        self._match = f"({match}) NOT {COPY_MARK}"
+        self._weights = weights
+        self._depth = depth
+        self._texts: list[int] = []  # each text's first chunk, best first
+        self._read = 0  # the limit self._texts was read with (0: not read yet)
+        self._rows: list[int] = []  # the first self._expanded texts and their copies
+        self._expanded = 0
+
+    def first(self, limit: int) -> list[int]:
+        """The first ``limit`` rows (fewer when the query matches fewer)."""
+        while len(self._rows) < limit:
+            if self._expanded == len(self._texts):
+                if self._read and len(self._texts) < self._read:
+                    break  # every matching text is read
+                if self._read:  # a text brings one row or more: limit texts are enough
+                    self._depth.asked_deeper()
+                    self._read = max(limit, 2 * self._read)
+                else:
+                    self._read = self._depth.deeper(limit)
+                self._texts = read_lexical(self._conn, self._match, self._weights, self._read, None)
+                if self._expanded == len(self._texts):
+                    break
+            batch = self._texts[self._expanded : self._expanded + _EXPANDED_AT_ONCE]
+            batch = batch[: max(limit - len(self._rows), 1)]
+            self._rows.extend(with_copies(self._conn, batch))
+            self._expanded += len(batch)
+        return self._rows[:limit]
+
+
+def with_copies(conn: sqlite3.Connection, ids: Sequence[int]) -> list[int]:
+    """``ids`` (chunks of distinct texts), each followed by the other chunks of its text, by id
+    (the ``chunks_text_hash`` index holds both)."""
+    marks = ",".join("?" * len(ids))
+    hashes = dict(
+        conn.execute(f"SELECT id, text_hash FROM chunks WHERE id IN ({marks})", list(ids))
+    )
+    wanted = sorted(set(hashes.values()))
+    copies: dict[str, list[int]] = {}
+    if wanted:
+        rows = conn.execute(
+            f"SELECT text_hash, id FROM chunks WHERE text_hash IN ({','.join('?' * len(wanted))})",
+            wanted,
+        )
+        for text, cid in rows:
+            copies.setdefault(text, []).append(cid)
+    out: list[int] = []
+    for cid in ids:
+        out.append(cid)
+        others = copies.get(hashes.get(cid, ""), [])
+        out.extend(sorted(other for other in others if other != cid))
+    return out
 
 
 def read_lexical(

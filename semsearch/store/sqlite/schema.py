@@ -5,6 +5,7 @@ The format itself is described in :mod:`semsearch.store.sqlite.store`.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import stat
 from pathlib import Path
@@ -14,7 +15,7 @@ from semsearch.store.base import listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
 from semsearch.text.lexical import chunk_terms, definitions
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_MS = 30_000
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -121,6 +122,76 @@ PACKED_VECTORS_SQL = """
     END;
 """
 
+# Version 7: each text's chunks but one are copies (their ids in `copies`), and their FTS rows
+# carry COPY_MARK in `terms` (added by the three-argument `ss_terms`), so the BM25 arm can score
+# one row per text (semsearch.store.sqlite.lexical). The chunk of a text that is no copy is its
+# lowest id: a new chunk is a copy when its text is stored already; when the first goes, the
+# lowest id left stops being a copy and its FTS row is written again without the mark. A table
+# of its own, as a column would rewrite every chunk row when an older file is upgraded. The
+# upgrade rebuilds the FTS rows (FTS_REBUILD_SQL) to mark the copies.
+COPIES_VERSION = 7
+COPY_MARK = "ss0copy0"  # one token for the porter/unicode61 tokenizer, kept as it is
+_IS_COPY = "{0}.id IN (SELECT id FROM copies)"
+_FIRST_LEFT = (  # the chunk that stands for old's text once old is gone, if it is marked a copy
+    "(SELECT min(id) FROM chunks WHERE text_hash = old.text_hash) AS id"
+    " WHERE id IN (SELECT id FROM copies)"
+)
+COPY_TRIGGERS_SQL = f"""
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO copies(id) SELECT new.id WHERE EXISTS(
+            SELECT 1 FROM chunks WHERE text_hash = new.text_hash AND id != new.id);
+        INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
+            ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text,
+                {_IS_COPY.format("new")}),
+            ss_defines(new.text));
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines) VALUES ('delete', old.id,
+            old.text,
+            ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text,
+                {_IS_COPY.format("old")}),
+            ss_defines(old.text));
+        DELETE FROM copies WHERE id = old.id;
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines)
+            SELECT 'delete', c.id, c.text, ss_terms(x.rel, c.text, 1), ss_defines(c.text)
+            FROM chunks c JOIN files x ON x.id = c.file_id
+            WHERE c.id = (SELECT id FROM (SELECT {_FIRST_LEFT}));
+        INSERT INTO chunks_fts(rowid, text, terms, defines)
+            SELECT c.id, c.text, ss_terms(x.rel, c.text, 0), ss_defines(c.text)
+            FROM chunks c JOIN files x ON x.id = c.file_id
+            WHERE c.id = (SELECT id FROM (SELECT {_FIRST_LEFT}));
+        DELETE FROM copies WHERE id = (SELECT id FROM (SELECT {_FIRST_LEFT}));
+    END;
+"""
+COPIES_SQL = (
+    """
+    CREATE TABLE IF NOT EXISTS copies(id INTEGER PRIMARY KEY);
+    DELETE FROM copies;
+    INSERT INTO copies(id) SELECT id FROM chunks
+        WHERE id > (SELECT min(id) FROM chunks c WHERE c.text_hash = chunks.text_hash);
+"""
+    + COPY_TRIGGERS_SQL
+)
+# The FTS rows of every chunk under the current rules (run when TERMS_VERSION changes, and by
+# the upgrade to version 7); FTS_SQL is version 2's, for the migrations before version 7.
+FTS_REBUILD_SQL = (
+    """
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    DROP TABLE IF EXISTS chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
+"""
+    + COPY_TRIGGERS_SQL
+    + f"""
+    INSERT INTO chunks_fts(rowid, text, terms, defines)
+        SELECT c.id, c.text, ss_terms(x.rel, c.text, {_IS_COPY.format("c")}), ss_defines(c.text)
+        FROM chunks c JOIN files x ON x.id = c.file_id;
+"""
+)
+
 # Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
 # stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
 MIGRATIONS: tuple[str, ...] = (
@@ -130,6 +201,7 @@ MIGRATIONS: tuple[str, ...] = (
     PATH_VECTORS_SQL,
     FLOAT16_VECTORS_SQL,
     PACKED_VECTORS_SQL,
+    COPIES_SQL,
 )
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
@@ -158,6 +230,16 @@ def read_int_meta(conn: sqlite3.Connection, key: str) -> int:
 def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     """True when ``table`` has ``column`` (a read-only file of an older schema may lack it)."""
     return column in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
+
+
+def adds_existing_column(conn: sqlite3.Connection, statement: str) -> bool:
+    """Whether ``statement`` adds a column the table has already (a migration run again on a
+    file that got that far: SQLite has no ``ADD COLUMN IF NOT EXISTS``)."""
+    found = _ADD_COLUMN.match(statement.strip())
+    return found is not None and has_column(conn, found[1], found[2])
 
 
 def is_index_file(path: Path) -> bool:
@@ -207,6 +289,7 @@ def _configured(target: str, uri: bool) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.create_function("ss_terms", 2, _terms, deterministic=True)
+    conn.create_function("ss_terms", 3, _marked_terms, deterministic=True)
     conn.create_function("ss_defines", 1, _defines, deterministic=True)
     conn.create_function("ss_text_hash", 1, text_hash, deterministic=True)
     return conn
@@ -220,6 +303,11 @@ def _terms(rel: str | None, text: str) -> str:
     if rel is None:  # the file row must still exist when its chunks are written or deleted
         raise ValueError("chunk without a file row")
     return chunk_terms(listed_rel(rel), text)
+
+
+def _marked_terms(rel: str | None, text: str, is_copy: int) -> str:
+    terms = _terms(rel, text)
+    return f"{terms} {COPY_MARK}" if is_copy else terms
 
 
 def split_sql(script: str) -> list[str]:

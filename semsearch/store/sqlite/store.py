@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 6, ``PRAGMA user_version``)::
+On-disk format (schema version 7, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -36,14 +36,18 @@ On-disk format (schema version 6, ``PRAGMA user_version``)::
         error and the norm of the int8 vector, and the int8 vectors as ``dim`` x n (column i is
         chunk i: value x scale). Derived from the chunk rows, which keep their vectors; the
         chunks above ``packed_through`` are read from their rows.
+    copies(id INTEGER PRIMARY KEY)
+        every chunk of a text but the one of lowest id (triggers keep it so)
     vector_gone(id INTEGER PRIMARY KEY)
         packed chunks deleted since their block was written (trigger ``chunks_packed_ad``)
     chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
         `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
-        text/lexical.py), tokenizer `porter unicode61 remove_diacritics 2`. Triggers keep it in
-        step with `chunks`; they call the SQL functions `ss_terms(rel, text)` and
-        `ss_defines(text)`, which every connection of semsearch registers (a connection without
-        them cannot write chunks, rather than corrupt the FTS index).
+        text/lexical.py; a copy's `terms` end with the word ``schema.COPY_MARK``, so that the BM25
+        arm can score one row per text), tokenizer `porter unicode61 remove_diacritics 2`.
+        Triggers keep it in step with `chunks`; they call the SQL functions
+        `ss_terms(rel, text, is_copy)` and `ss_defines(text)`, which every connection of
+        semsearch registers (a connection without them cannot write chunks, rather than corrupt
+        the FTS index).
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
@@ -55,9 +59,10 @@ raises ``IndexDamagedError`` from any method (``schema.damage_problem`` says whi
 damage); ``store.repair`` checks it in full and sets it aside, never writing to it.
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
 and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors; version 5 had no
-vector blocks. Opening such a file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3
-file has no path vectors, a read-only version 5 file is searched from its rows); the next index
-run (``maintain``) packs its vectors.
+vector blocks; version 6 no copy marks. Opening such a file migrates it (sqlite_schema.MIGRATIONS;
+a read-only version 3 file has no path vectors, a read-only version 5 file is searched from its
+rows, a read-only version 6 file scores every copy's FTS row); the next index run (``maintain``)
+packs its vectors.
 """
 
 from __future__ import annotations
@@ -115,11 +120,13 @@ from semsearch.store.sqlite.rows import (
 )
 from semsearch.store.sqlite.schema import (
     AUTO_VACUUM_INCREMENTAL,
-    FTS_SQL,
+    COPIES_VERSION,
+    FTS_REBUILD_SQL,
     MIGRATIONS,
     NO_PATH_VECTORS_VERSION,
     PAGE_SIZE,
     SCHEMA_VERSION,
+    adds_existing_column,
     connect,
     damage_problem,
     is_index_file,
@@ -201,14 +208,17 @@ class SqliteStore:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
             # Stale FTS columns are rebuilt whether or not the schema moves too (meta exists
-            # from version 1 on; migration 1 builds the FTS table afresh anyway).
-            stale = version >= 1 and self.meta("terms_version") != TERMS_VERSION
-            if stale and FTS_SQL not in steps:
-                steps.append(FTS_SQL)
+            # from version 1 on); so are those of a file before version 7, which marks copies.
+            stale = version >= 1 and (
+                self.meta("terms_version") != TERMS_VERSION or version < COPIES_VERSION
+            )
+            if stale:
+                steps.append(FTS_REBUILD_SQL)
             if stale:
                 self._announce_rebuild()
             for statement in (sql for step in steps for sql in split_sql(step)):
-                self._conn.execute(statement)
+                if not adds_existing_column(self._conn, statement):
+                    self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0')")
             self._set_meta("schema_version", str(SCHEMA_VERSION))

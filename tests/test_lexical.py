@@ -169,6 +169,25 @@ def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
         # Lua: a module table, and an import without parentheses
         ("local Semver = {}", ["Semver"]),
         ('local resolve = require "telescope.config.resolve"', []),
+        # JavaScript and TypeScript: an untyped method in a class body or an object literal
+        ("  handleClick(event) {", ["handleClick"]),
+        ("  static from(thing, options = {}) {", ["from"]),
+        ("  async *entries() {", ["entries"]),
+        ("  set size(value) {", ["size"]),
+        ("  #flush(): void {", ["flush"]),
+        ("  toJSON(asStrings) {", ["toJSON"]),
+        # ... and the statements and calls of that shape, in JavaScript and beside it
+        ("  if (done) {", []),
+        ("    for (const key of keys) {", []),
+        ("  } catch (err) {", []),
+        ("  foo(function () {", []),
+        ("  it('works', async () => {", []),
+        ("  describe(`suite`, () => {", []),
+        ("    when (state) {", []),  # Kotlin
+        ("    require(n > 0) {", []),
+        ("    lock (sync) {", []),  # C#
+        (" *     install(Auth) {", []),  # a line of a doc comment
+        ("  init(request: Request) {", []),  # Swift: a constructor names nothing
         # calls, statements and prose are not definitions
         ("setup(name='x')", []),
         ("main()", []),

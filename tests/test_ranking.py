@@ -592,6 +592,25 @@ REAL_NAME_CASES = [
         "src/walk.ts",
     ),
     (
+        "toJSON",  # JavaScript: an untyped method in a class body
+        {
+            "lib/core/AxiosHeaders.js": "class AxiosHeaders {\n  constructor(headers) {\n"
+            "    headers && this.set(headers);\n  }\n\n  /** The headers as a plain object. */\n"
+            "  toJSON(asStrings) {\n    const obj = Object.create(null);\n    return obj;\n  }\n"
+            "}\n\nexport default AxiosHeaders;\n",
+            "lib/axios.js": "export { default as AxiosHeaders } from './core/AxiosHeaders.js'\n"
+            "export { default as AxiosError } from './core/AxiosError.js'\n"
+            "export * from './helpers/index.js'\n",
+            "lib/core/dispatchRequest.js": _uses(
+                "  const headers{n} = config.headers.toJSON(); send(headers{n});", 30
+            ),
+            "test/unit/headers.test.js": _uses(
+                "  expect(new AxiosHeaders(h{n}).toJSON()).toEqual(h{n});", 10
+            ),
+        },
+        "lib/core/AxiosHeaders.js",
+    ),
+    (
         "curl_easy_init",  # C: an export macro before the return type; the header's prototype
         {
             "lib/easy.c": "/*\n * curl_easy_init() is the external interface to alloc, setup\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "9"
+TERMS_VERSION = "10"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -80,6 +80,25 @@ _QUALIFIED = rf"{_NAME}(?:(?:\.|::|:){_NAME})*"  # `M.load`, `Foo::Bar`, `M:meth
 _C_TYPE_PREFIX = (
     r"(?:(?:struct|union|enum|unsigned|signed|long|short|[A-Z][A-Z0-9_]{2,})[ \t]+){0,2}"
 )
+# Words that open a statement shaped like a JavaScript method, `NAME(…) {`, in the languages
+# the parser reads (`if (x) {`, Kotlin's `when (x) {` and `require(x) {`, C#'s `lock (x) {`):
+# never its name. A constructor (Swift's `init`) names no one thing.
+_NOT_METHODS = (
+    r"if|for|while|switch|catch|with|return|function|synchronized|lock|fixed|foreach|elseif|elif|"
+    r"until|unless|using|sizeof|typeof|await|yield|new|throw|delete|do|else|try|super|this|when|"
+    r"match|guard|select|case|assert|require|check|defer|go|checked|unchecked|constructor|init"
+)
+# A JavaScript or TypeScript method, untyped, in a class body or an object literal: indented,
+# `[static|async|get|set…] [*]NAME(PARAMETERS) [: TYPE] {` and nothing after the brace
+# (`handleClick(event) {`, `static from(x) {`, `get size() {`, `#flush() {`). A parameter list
+# opens with a name, a pattern or `...`, never a string or a call's argument, and a call that
+# takes a block (`foo(function () {`, `it('x', () => {`) does not close before its `{`.
+_METHOD = (
+    r"^[ \t]+(?:(?:static|async|get|set|public|private|protected|readonly|override)[ \t]+)*"
+    rf"\*?#?(?!(?:{_NOT_METHODS})\b)(?P<method>{_NAME})[ \t]*(?:<[^()\n]*>)?"
+    r"\((?=[ \t]*(?:\)|[A-Za-z_$\[{]|\.\.\.))(?:[^()\n'\"`]|\([^()\n'\"`]*\))*\)"
+    r"[ \t]*(?::[^{};=\n]+)?\{[ \t]*$"
+)
 # A definition: a definer keyword (after modifiers, generics, an optional Go receiver or Haskell
 # context) and the name, at any indentation, its last part when qualified (`function M.load`,
 # `fun <T> Flow<T>.map`, `defmodule Plug.SSL`); a typed member or C function, `[modifiers] TYPE
@@ -87,7 +106,7 @@ _C_TYPE_PREFIX = (
 # TypeScript field); or, at the start of a line: `NAME =` / `NAME :=` / Lua's `local NAME =`, a
 # Haskell signature `name ::`, a shell `NAME() {`, a C function whose return type stands on the
 # line above (`http_perhapsrewind(struct Curl_easy *data,`), the name a C `typedef struct {…}`
-# closes with (`} CURLcode;`); or a C macro (`#define NAME`).
+# closes with (`} CURLcode;`); a C macro (`#define NAME`); or an untyped JavaScript method.
 _DEFINITION = re.compile(
     rf"^[ \t]*(?:(?:{_MODIFIERS})\s+)*(?P<definer>{_DEFINERS})(?:\s+|(?=<))(?:<[^>\n]*>\s*)?"
     r"(?:\([^)\n]*\)\s*(?:=>\s*)?)?"
@@ -102,7 +121,8 @@ _DEFINITION = re.compile(
     r"[A-Za-z_]\w*[ \t*]+[*&]*[A-Za-z_]\w*[,)])"
     r"|^(?:function[ \t]+)?(?P<shell>[A-Za-z_][\w-]*)[ \t]*\(\)[ \t]*\{"
     rf"|^\}}[ \t]*(?P<closed>{_NAME})[ \t]*[,;]"
-    rf"|^[ \t]*#[ \t]*define[ \t]+(?P<cmacro>{_NAME})",
+    rf"|^[ \t]*#[ \t]*define[ \t]+(?P<cmacro>{_NAME})"
+    rf"|{_METHOD}",
     re.MULTILINE,
 )
 _GROUPS = (
@@ -115,6 +135,7 @@ _GROUPS = (
     "shell",
     "closed",
     "cmacro",
+    "method",
 )
 
 

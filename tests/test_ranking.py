@@ -761,6 +761,24 @@ def test_the_model_ranks_a_names_definition_first(
 
 
 @pytest.mark.parametrize(
+    ("query", "files", "defining"),
+    [case for case in REAL_NAME_CASES if case[0] in ("JoinSet", "UserSchema", "FlowCollector")],
+    ids=["JoinSet", "UserSchema", "FlowCollector"],
+)
+def test_the_model_ranks_a_definition_first_for_its_name_in_lower_case(
+    tmp_path: Path, settings: Settings, query: str, files: dict[str, str], defining: str
+) -> None:
+    index = Index(settings)  # the real model
+    try:
+        index.update([write_tree(tmp_path / "repo", files)])
+        hits = index.search(query.lower(), k=5)
+        assert hits[0].rel == defining, [(h.rel, h.priors) for h in hits]
+        assert DEFINES_NAME in hits[0].priors
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize(
     ("query", "is_name"),
     [
         ("JoinSet", True),
@@ -794,6 +812,12 @@ def test_a_query_of_one_identifier_is_a_name(query: str, is_name: bool) -> None:
         ("src/a.rs", "pub trait Future {\n", "Future", True),
         ("src/a.rs", "struct Unit;\n", "Unit", True),  # a unit struct: Rust, not a C forward
         ("src/a.ts", "export declare function fetchUser(id: string): User;\n", "fetchUser", True),
+        # a name typed in lower case matches a definition in any case; typed otherwise, exactly
+        ("src/join_set.rs", "pub struct JoinSet<T> {\n", "joinset", True),
+        ("src/join_set.rs", "pub struct JoinSet<T> {\n", "joinSet", False),
+        ("src/join_set.rs", "pub struct JoinSet<T> {\n", "`joinset`", True),
+        ("src/join_set.rs", "pub struct JoinSet<T> {\n", "joinset spawn", False),
+        ("src/a.rs", "impl<T> Drop for JoinSet<T> {\n", "joinset", False),
     ],
 )
 def test_what_only_declares_a_name_does_not_define_it(

@@ -3,7 +3,8 @@
 - A chunk that *defines* a symbol the query names (``def parse_header``, ``class Foo``,
   ``function foo``, ``fn foo``…) is boosted. A query word names a symbol when it has a capital
   letter, ``_``, a digit, ``.`` or ``::`` in it, or is the whole query: plain lower-case words of
-  a sentence ("how the router works") do not.
+  a sentence ("how the router works") do not. A query of one name typed in lower case
+  (``joinset``) names its definition in any case (``JoinSet``).
 - A file the query names is boosted: every word of its stem (``RetryMiddleware.php``,
   ``client/session.py``) is a word of the query, compared singular and without common endings.
 - A chunk of imports and re-exports (``__init__.py``, ``index.js``) is lowered, so the
@@ -329,19 +330,22 @@ def _definitions_of(rel: str, text: str, names: tuple[str, ...], strict: bool) -
     """The queried ``names`` the text defines. Definitions are one line each, so only the lines
     that hold a name are parsed: the full parse of 60 candidates cost more than the search.
     With ``strict`` (a query that is one name), a line that only declares what is defined
-    elsewhere does not count (:func:`_declares_only`): the definition itself comes first."""
-    if not any(name in text for name in names):
+    elsewhere does not count (:func:`_declares_only`): the definition itself comes first; and
+    a name typed in lower case matches a definition in any case (``joinset``: ``JoinSet``)."""
+    folded = strict and all(name == name.lower() for name in names)
+    if not any(name in (text.lower() if folded else text) for name in names):
         return []
     is_c = rel.rsplit(".", 1)[-1].lower() in _C_EXTENSIONS
     found: list[str] = []
     at = 0
     for line in text.splitlines(keepends=True):
-        if any(name in line for name in names):
+        if any(name in (line.lower() if folded else line) for name in names):
             for name in definitions(line):
-                if name not in names or name in found:
+                queried = name.lower() if folded else name
+                if queried not in names or queried in found:
                     continue
                 if not strict or not _declares_only(text, at, line, name, is_c):
-                    found.append(name)
+                    found.append(queried)
         at += len(line)
     return found
 

@@ -24,15 +24,19 @@ from tests.test_scan import DIM, queries, unit_rows
 PACK = 64  # chunks a block in these tests: several blocks and a tail from a few hundred chunks
 
 
-def write_files(store: SqliteStore, files: dict[str, Any], vectors: bool = True) -> None:
-    folder = store.ensure_folder("/srv/a", "a")
+def write_files(
+    store: SqliteStore, files: dict[str, Any], vectors: bool = True, folder: str = "/srv/a"
+) -> None:
+    folder_id = store.ensure_folder(folder, folder.rsplit("/", 1)[-1])
     writes = []
     for rel, matrix in files.items():
         chunks = tuple(
             ChunkRecord(n + 1, n + 1, 0, 4, None, f"{rel} chunk {n}") for n in range(len(matrix))
         )
         writes.append(
-            FileWrite(folder, rel, 1, 10, "sha", "ok", "text", chunks, matrix if vectors else None)
+            FileWrite(
+                folder_id, rel, 1, 10, "sha", "ok", "text", chunks, matrix if vectors else None
+            )
         )
     store.write_files(writes)
 
@@ -163,6 +167,47 @@ def test_an_index_of_the_previous_schema_opens_and_is_packed_by_its_next_run(
     store.close()
 
 
+def test_blocks_know_each_chunks_first_and_older_blocks_are_written_anew(tmp_path: Path) -> None:
+    files = make_files(200, seed=56)
+    store = packed_store(tmp_path, files)
+    copied = dict(list(files.items())[:10])  # 80 copies: the same texts in another folder
+    write_files(store, copied, folder="/srv/b")
+    store.maintain()
+    with sqlite3.connect(store.path) as conn:
+        rows = conn.execute("SELECT id, text_hash FROM chunks ORDER BY id").fetchall()
+        first: dict[str, int] = {}
+        expected = [first.setdefault(text, cid) for cid, text in rows]
+        stored = [
+            cid
+            for (blob,) in conn.execute("SELECT firsts FROM vector_blocks ORDER BY id")
+            for cid in np.frombuffer(blob, dtype="<i8").tolist()
+        ]
+        assert stored == expected[: len(stored)] and len(stored) == 4 * PACK
+        conn.execute("UPDATE vector_blocks SET firsts = NULL")  # as schema 6 wrote them
+    query = queries(unit_rows(200, seed=56), seed=57)[0]
+    vectors = {  # as stored: float16
+        row.id: files[row.rel][row.start_line - 1].astype(np.float16).astype(np.float32)
+        for row in store.chunks(ids_of(store))
+    }
+
+    def check() -> None:
+        found = store.nearest(query, 30, None)
+        want = sorted(vectors, key=lambda i: (-float(vectors[i] @ query), i))[:30]
+        assert_exact_with_copies(found, want, lambda i: vectors[i] @ query)
+
+    check()
+    store.maintain()  # copies exist: the blocks are written anew, with their firsts
+    with sqlite3.connect(store.path) as conn:
+        unknown = conn.execute("SELECT count(*) FROM vector_blocks WHERE firsts IS NULL")
+        assert unknown.fetchone()[0] == 0
+    check()
+    store.close()
+
+
+def ids_of(store: SqliteStore) -> list[int]:
+    return [int(i) for i in store.chunk_ids()]
+
+
 def test_a_block_cut_short_is_damage_the_search_and_the_check_name(tmp_path: Path) -> None:
     files = make_files(300, seed=54)
     store = packed_store(tmp_path, files)
@@ -179,13 +224,29 @@ def test_a_block_cut_short_is_damage_the_search_and_the_check_name(tmp_path: Pat
     )
 
 
+def test_a_block_whose_firsts_are_cut_short_is_damage_too(tmp_path: Path) -> None:
+    store = packed_store(tmp_path, make_files(300, seed=58))
+    store.close()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE vector_blocks SET firsts = substr(firsts, 1, 16) WHERE id = 3")
+    store = SqliteStore(store.path, pack_rows=PACK)
+    with pytest.raises(IndexDamagedError, match="its vector block 3 is not whole"):
+        store.nearest(queries(unit_rows(300, seed=58), seed=59)[0], 5, None)
+    store.close()
+    assert check_file(store.path)[1] == (
+        "1 vector blocks that are not whole (bytes cut or overwritten)",
+    )
+
+
 class BlockSource:
     """An in-memory PackedSource: float32 vectors of chunks 1..n, the first ``packed`` of them
     in blocks of ``rows``, the rest the tail; chunks can be deleted and added."""
 
-    def __init__(self, matrix: Any, rows: int, packed: int) -> None:
+    def __init__(self, matrix: Any, rows: int, packed: int, firsts: bool = False) -> None:
         self.vectors_by_id = {n + 1: matrix[n] for n in range(len(matrix))}
         self.files = {n + 1: n // 8 + 1 for n in range(len(matrix))}
+        seen: dict[bytes, int] = {}  # with ``firsts``: equal rows are copies of the lowest id
+        first = {i: seen.setdefault(row.tobytes(), i) for i, row in self.vectors_by_id.items()}
         self.packed_through = packed
         self.deleted: set[int] = set()
         self.changes = 0
@@ -196,6 +257,9 @@ class BlockSource:
                 np.arange(start + 1, start + rows + 1, dtype=np.int64),
                 np.array([self.files[i] for i in range(start + 1, start + rows + 1)]),
                 matrix[start : start + rows],
+                np.array([first[i] for i in range(start + 1, start + rows + 1)], np.int64)
+                if firsts
+                else None,
             )
             for number, start in enumerate(range(0, packed, rows))
         ]
@@ -276,6 +340,45 @@ def test_packed_vectors_give_the_float32_nearest_before_and_after_blocks_are_pre
     for query in probes:
         assert_exact(vectors, source, query, 40)
         assert_exact(vectors, source, query, 1)
+
+
+def assert_exact_with_copies(
+    found: list[tuple[int, float]], want: list[int], score_of: Any
+) -> None:
+    """``found`` has the scores of ``want`` and its ids up to the order of equal vectors (BLAS
+    may score two equal rows a last bit apart), and up to which copy fills the pool's edge."""
+    wanted = [float(score_of(i)) for i in want]
+    assert np.allclose([score for _, score in found], wanted, atol=1e-6)
+    edge = wanted[-1] + 1e-6
+    above = {i for i, s in zip(want, wanted, strict=True) if s > edge}
+    assert {i for i, s in found if s > edge} == above
+
+
+def test_copies_are_scanned_once_and_answer_as_their_first_even_once_it_is_gone() -> None:
+    """Blocks that know each chunk's first keep one column per text; every answer stays the
+    float32 one, before and after prepacking, after the first chunks are deleted, within
+    files."""
+    texts = unit_rows(300, seed=70)
+    matrix = np.concatenate([texts, texts, texts[:150], unit_rows(50, seed=71)])
+    source = BlockSource(matrix, rows=128, packed=768, firsts=True)  # 6 blocks, a tail of 32
+    vectors = PackedVectors(source, background=False)
+    probes = queries(texts, seed=72)
+
+    def check(query: Any, pool: int, files: set[int] | None = None) -> None:
+        found = vectors.nearest(query, pool, None if files is None else sorted(files))
+        want = source.float32_top(query, pool, files)
+        assert_exact_with_copies(found, want, lambda cid: source.vectors_by_id[cid] @ query)
+
+    check(probes[0], 40)
+    assert vectors.packed == 768 and vectors.columns == 300 + 18  # the new rows 751..768
+    for query in probes:
+        check(query, 40)
+    assert vectors.prepacked == 4  # blocks 385..512 and 513..640 hold copies only
+    source.delete(list(range(1, 300, 3)))  # first chunks: their copies read their columns
+    for query in probes:
+        check(query, 40)
+        check(query, 1)
+        check(query, 12, {1, 40, 80, 95})
 
 
 def test_prepacking_in_a_thread_leaves_every_answer_exact() -> None:

@@ -9,6 +9,12 @@ from its second search on, each block gets a session of its own that arranged (p
 matrix once, about three times faster a scan, and the block's bytes are let go: one copy either
 way. One session for all blocks took 23 s to build and kept two copies at 1.4M chunks.
 
+Copies of one text have one vector, so one int8 column: a block that knows each chunk's *first*
+(the lowest chunk id of its text when the block was written, ``VectorBlock.firsts``) keeps the
+columns of first chunks only, and a copy reads the sums of its first's column. On a tree of ten
+checkouts the scan and the codes held are a tenth. The first's column stays right after the first
+chunk is deleted (a block never changes; the copy that takes its place has the same vector).
+
 The scan is exact as :mod:`semsearch.store.scan` explains: each chunk's approximate cosine ``a``
 is within ``b`` of the true one, so only chunks whose ``a + b`` reaches the ``pool``-th largest
 ``a - b`` can be among the ``pool`` nearest; their stored vectors (float16 rows) are read back and
@@ -22,7 +28,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,10 +61,18 @@ class VectorBlock:
     errors: FloatArray
     norms: FloatArray
     codes: Int8Array
+    firsts: IdArray | None = None  # per chunk, its text's lowest chunk id (None: unknown)
 
 
-def pack_block(number: int, ids: IdArray, file_ids: IdArray, matrix: FloatArray) -> VectorBlock:
-    """The block of chunks ``ids`` (of files ``file_ids``) with these float32 vectors."""
+def pack_block(
+    number: int,
+    ids: IdArray,
+    file_ids: IdArray,
+    matrix: FloatArray,
+    firsts: IdArray | None = None,
+) -> VectorBlock:
+    """The block of chunks ``ids`` (of files ``file_ids``) with these float32 vectors; a copy's
+    vector must be its first's (``firsts``), as the stores write them."""
     finite = np.asarray(np.isfinite(matrix).all(axis=1))
     rows = np.where(finite[:, None], matrix, np.float32(0)).astype(np.float32)
     peak = np.abs(rows).max(axis=1, initial=0)
@@ -69,7 +83,23 @@ def pack_block(number: int, ids: IdArray, file_ids: IdArray, matrix: FloatArray)
     errors[~finite] = np.inf
     norms = np.sqrt(np.einsum("ij,ij->i", restored, restored)).astype(np.float32)
     codes = np.ascontiguousarray(rounded.T.astype(np.int8))
-    return VectorBlock(number, ids, file_ids, scales, errors, norms, codes)
+    return VectorBlock(number, ids, file_ids, scales, errors, norms, codes, firsts)
+
+
+def _own_columns(block: VectorBlock, earlier: IdArray) -> tuple[np.ndarray[Any, Any], IdArray]:
+    """Which of a block's chunks get a column of their own (their first is themselves, or is
+    not among the ``earlier`` columns' chunks, ascending, nor this block's), and whose column
+    each chunk reads (a chunk id)."""
+    ids = block.ids
+    own = np.ones(len(ids), dtype=bool) if block.firsts is None else block.firsts == ids
+    if own.all():
+        return own, ids
+    firsts = np.asarray(block.firsts, dtype=np.int64)
+    known = np.concatenate([earlier, ids[own]])  # ascending: a block's ids follow the earlier
+    wanted = firsts[~own]
+    at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+    own[~own] = known[at] != wanted if len(known) else True
+    return own, np.where(own, ids, firsts)
 
 
 class PackedSource(Protocol):
@@ -118,7 +148,7 @@ class PackedVectors:
         self._epoch = -1
         self._last = 0  # the number of the last block read
         self._kernels: list[Any] = []  # per block: its codes, or a session that packed them
-        self._sizes: list[int] = []  # chunks a block
+        self._sizes: list[int] = []  # columns a block's kernel holds (its first chunks)
         self._input_session: Any = None  # built by the first scan; False: numpy scans
         self._searches = 0  # nearest() calls, of any generation
         self._builder: tuple[threading.Thread, threading.Event] | None = None
@@ -137,8 +167,14 @@ class PackedVectors:
         return len(self.ids)
 
     @property
+    def columns(self) -> int:
+        """Columns scanned: one per chunk that is no copy of a chunk in an earlier column."""
+        return len(self._column_ids)
+
+    @property
     def prepacked(self) -> int:
-        """Blocks scanned by a session of their own (the others: by their codes as an input)."""
+        """Blocks scanned by a session of their own (the others: by their codes as an input;
+        a block of copies only is not scanned)."""
         return sum(not isinstance(kernel, np.ndarray) for kernel in self._kernels)
 
     def _forget_blocks(self) -> None:
@@ -149,19 +185,33 @@ class PackedVectors:
         self.file_ids = np.zeros(0, dtype=np.int64)
         self.scales = self.errors = self.norms = np.zeros(0, dtype=np.float32)
         self.alive = np.ones(0, dtype=bool)
+        self._column_ids = np.zeros(0, dtype=np.int64)  # the chunk of each column, ascending
+        self.column = np.zeros(0, dtype=np.int64)  # per chunk, the column of its vector
         self._last_bounds = None
 
-    def _append(self, blocks: list[VectorBlock]) -> None:
-        """Add blocks read after the last one: their per-chunk arrays joined to the others',
-        their codes kept as their kernels (the blocks themselves are not kept)."""
-        self.ids = np.concatenate([self.ids, *(b.ids for b in blocks)])
-        self.file_ids = np.concatenate([self.file_ids, *(b.file_ids for b in blocks)])
-        self.scales = np.concatenate([self.scales, *(b.scales for b in blocks)])
-        self.errors = np.concatenate([self.errors, *(b.errors for b in blocks)])
-        self.norms = np.concatenate([self.norms, *(b.norms for b in blocks)])
-        self._kernels.extend(b.codes for b in blocks)
-        self._sizes.extend(len(b.ids) for b in blocks)
-        self._last = blocks[-1].number
+    def _append(self, blocks: Iterable[VectorBlock]) -> None:
+        """Add blocks read after the last one, one at a time: their per-chunk arrays joined to
+        the others', the codes of their first chunks kept as their kernels (a block's other
+        bytes go as the next is read)."""
+        parts: dict[str, list[Any]] = {
+            name: [getattr(self, name)] for name in ("ids", "file_ids", "scales", "errors", "norms")
+        }
+        columns = self._column_ids
+        vectors_of = [self._column_ids[self.column]]
+        for block in blocks:
+            for name, arrays in parts.items():
+                arrays.append(getattr(block, name))
+            own, of = _own_columns(block, columns)
+            columns = np.concatenate([columns, block.ids[own]])
+            vectors_of.append(of)
+            if own.any():  # a block of copies only has no kernel
+                self._kernels.append(block.codes if own.all() else block.codes[:, own].copy())
+                self._sizes.append(int(own.sum()))
+            self._last = block.number
+        for name, arrays in parts.items():
+            setattr(self, name, np.concatenate(arrays))
+        self._column_ids = columns
+        self.column = np.searchsorted(columns, np.concatenate(vectors_of))
 
     def refresh(self) -> None:
         """Read the blocks added since, the deleted chunks and the tail's changes, from one
@@ -173,10 +223,7 @@ class PackedVectors:
             epoch = self._source.pack_epoch()
             if epoch != self._epoch:
                 self._forget_blocks()
-            added = list(self._source.blocks(self._last))
-            if added:
-                self._append(added)
-            del added
+            self._append(self._source.blocks(self._last))
             gone = self._source.gone()
             self.alive = ~np.isin(self.ids, gone) if len(gone) else np.ones(len(self.ids), bool)
             self.tail.refresh()
@@ -243,13 +290,14 @@ class PackedVectors:
     def _bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(approximate cosines, their error bounds) of every packed chunk."""
         feed, high_scale, low_scale, left = quantised_query(query)
-        approx = np.empty(len(self.ids), dtype=np.float32)
+        per_column = np.empty(sum(self._sizes), dtype=np.float32)
         start = 0
         for kernel, size in zip(list(self._kernels), self._sizes, strict=True):
             sums = self._sums(feed, kernel).astype(np.float32)
-            approx[start : start + size] = sums[0] * np.float32(high_scale)
-            approx[start : start + size] += sums[1] * np.float32(low_scale)
+            per_column[start : start + size] = sums[0] * np.float32(high_scale)
+            per_column[start : start + size] += sums[1] * np.float32(low_scale)
             start += size
+        approx = per_column[self.column] if self.columns < len(self.ids) else per_column
         approx *= self.scales
         bound = self.errors * np.float32(np.linalg.norm(query))
         bound += self.norms * np.float32(left)

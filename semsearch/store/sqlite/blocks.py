@@ -18,13 +18,14 @@ import numpy as np
 
 from semsearch.store.base import FloatArray, IdArray, damaged_error
 from semsearch.store.packed import VectorBlock, pack_block
-from semsearch.store.sqlite.schema import read_int_meta
+from semsearch.store.sqlite.schema import has_column, read_int_meta
 
 PACK_ROWS = 16_384  # chunks a block: a 6 MB blob at 384 dimensions; the tail stays below this
 
 
 _BLOCK_COLUMNS = "id, chunk_ids, file_ids, scales, errors, norms, codes"
 _ITEM_BYTES = (8, 8, 4, 4, 4)  # chunk_ids, file_ids, scales, errors, norms: bytes a chunk
+_MAX_PARAMETERS = 500  # text hashes a statement looks up
 
 
 def read_blocks(
@@ -33,11 +34,15 @@ def read_blocks(
     """The stored blocks numbered above ``after``, in order, one row in memory at a time; a
     block whose columns disagree on its number of chunks means the index at ``path`` is
     damaged."""
+    firsts = "firsts" if has_column(conn, "vector_blocks", "firsts") else "NULL"
     rows = conn.execute(
-        f"SELECT {_BLOCK_COLUMNS} FROM vector_blocks WHERE id > ? ORDER BY id", (after,)
+        f"SELECT {_BLOCK_COLUMNS}, {firsts} FROM vector_blocks WHERE id > ? ORDER BY id",
+        (after,),
     )
-    for number, ids, file_ids, scales, errors, norms, codes in rows:
-        if not is_whole_block((ids, file_ids, scales, errors, norms, codes), dim):
+    for number, ids, file_ids, scales, errors, norms, codes, first_ids in rows:
+        if not is_whole_block((ids, file_ids, scales, errors, norms, codes), dim) or (
+            first_ids is not None and len(first_ids) != len(ids)
+        ):
             raise damaged_error(path, f"its vector block {number} is not whole")
         yield VectorBlock(
             number,
@@ -47,6 +52,7 @@ def read_blocks(
             np.frombuffer(errors, dtype="<f4"),
             np.frombuffer(norms, dtype="<f4"),
             np.frombuffer(codes, dtype=np.int8).reshape(dim, -1),
+            None if first_ids is None else np.frombuffer(first_ids, dtype="<i8"),
         )
 
 
@@ -59,8 +65,12 @@ def is_whole_block(blobs: Sequence[bytes], dim: int) -> bool:
 
 def damaged_blocks(conn: sqlite3.Connection, dim: int) -> int:
     """How many stored blocks are not whole (``status --check``)."""
-    rows = conn.execute(f"SELECT {_BLOCK_COLUMNS} FROM vector_blocks")
-    return sum(not is_whole_block(row[1:], dim) for row in rows)
+    firsts = "firsts" if has_column(conn, "vector_blocks", "firsts") else "NULL"
+    rows = conn.execute(f"SELECT {_BLOCK_COLUMNS}, {firsts} FROM vector_blocks")
+    return sum(
+        not is_whole_block(row[1:-1], dim) or (row[-1] is not None and len(row[-1]) != len(row[1]))
+        for row in rows
+    )
 
 
 def read_gone(conn: sqlite3.Connection) -> IdArray:
@@ -73,7 +83,7 @@ def write_block(conn: sqlite3.Connection, block: VectorBlock) -> None:
     """Store a block and move ``packed_through`` to its last chunk, in the caller's transaction."""
     conn.execute(
         "INSERT INTO vector_blocks(id, first_id, last_id, chunk_ids, file_ids, scales, errors,"
-        " norms, codes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " norms, codes, firsts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             block.number,
             int(block.ids[0]),
@@ -84,6 +94,7 @@ def write_block(conn: sqlite3.Connection, block: VectorBlock) -> None:
             block.errors.astype("<f4").tobytes(),
             block.norms.astype("<f4").tobytes(),
             block.codes.tobytes(),
+            None if block.firsts is None else block.firsts.astype("<i8").tobytes(),
         ),
     )
     conn.execute(
@@ -105,8 +116,8 @@ def next_block(
     below = "" if first_pending is None else " AND id < ?"
     params = (through,) if first_pending is None else (through, first_pending)
     found = conn.execute(
-        f"SELECT id, file_id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL{below}"
-        " ORDER BY id LIMIT ?",
+        "SELECT id, file_id, vector, text_hash FROM chunks"
+        f" WHERE id > ? AND vector IS NOT NULL{below} ORDER BY id LIMIT ?",
         (*params, rows),
     ).fetchall()
     if len(found) < rows:
@@ -114,11 +125,31 @@ def next_block(
     number = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM vector_blocks").fetchone()[0]
     ids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
     file_ids = np.fromiter((r[1] for r in found), dtype=np.int64, count=len(found))
-    return pack_block(int(number), ids, file_ids, decode([r[2] for r in found]))
+    first = first_chunks(conn, sorted({r[3] for r in found}))
+    firsts = np.fromiter((first[r[3]] for r in found), dtype=np.int64, count=len(found))
+    return pack_block(int(number), ids, file_ids, decode([r[2] for r in found]), firsts)
+
+
+def first_chunks(conn: sqlite3.Connection, hashes: Sequence[str]) -> dict[str, int]:
+    """Text hash → the lowest id of its chunks (the ``chunks_text_hash`` index has both)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(hashes), _MAX_PARAMETERS):
+        part = list(hashes[start : start + _MAX_PARAMETERS])
+        rows = conn.execute(
+            "SELECT text_hash, min(id) FROM chunks"
+            f" WHERE text_hash IN ({','.join('?' * len(part))}) GROUP BY text_hash",
+            part,
+        )
+        found.update(rows)
+    return found
 
 
 def needs_repack(conn: sqlite3.Connection) -> bool:
-    """True when a quarter of the packed chunks are gone: the blocks are worth writing anew."""
+    """True when a quarter of the packed chunks are gone, or blocks written before schema 7
+    hold copies they do not know of: the blocks are worth writing anew."""
+    unknown = conn.execute("SELECT 1 FROM vector_blocks WHERE firsts IS NULL LIMIT 1").fetchone()
+    if unknown is not None and conn.execute("SELECT 1 FROM copies LIMIT 1").fetchone():
+        return True
     gone = conn.execute("SELECT count(*) FROM vector_gone").fetchone()[0]
     if not gone:
         return False

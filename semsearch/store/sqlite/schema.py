@@ -129,7 +129,9 @@ PACKED_VECTORS_SQL = """
 # lowest id: a new chunk is a copy when its text is stored already; when the first goes, the
 # lowest id left stops being a copy and its FTS row is written again without the mark. A table
 # of its own, as a column would rewrite every chunk row when an older file is upgraded. The
-# upgrade rebuilds the FTS rows (FTS_REBUILD_SQL) to mark the copies.
+# upgrade rebuilds the FTS rows (FTS_REBUILD_SQL) to mark the copies. Vector blocks gain each
+# chunk's first (`firsts`, see semsearch.store.packed): copies are not scanned twice; blocks
+# written before have none, and the next index run writes them anew when copies exist.
 COPIES_VERSION = 7
 COPY_MARK = "ss0copy0"  # one token for the porter/unicode61 tokenizer, kept as it is
 _IS_COPY = "{0}.id IN (SELECT id FROM copies)"
@@ -168,6 +170,7 @@ COPY_TRIGGERS_SQL = f"""
 """
 COPIES_SQL = (
     """
+    ALTER TABLE vector_blocks ADD COLUMN firsts BLOB;
     CREATE TABLE IF NOT EXISTS copies(id INTEGER PRIMARY KEY);
     DELETE FROM copies;
     INSERT INTO copies(id) SELECT id FROM chunks

@@ -30,12 +30,14 @@ On-disk format (schema version 7, ``PRAGMA user_version``)::
         indexed, so a chunk of the same text anywhere in the index lends its vector.
         Chunk ids are never reused, so a reader can refresh only what changed.
     vector_blocks(id INTEGER PRIMARY KEY, first_id INTEGER, last_id INTEGER, chunk_ids BLOB,
-                  file_ids BLOB, scales BLOB, errors BLOB, norms BLOB, codes BLOB)
+                  file_ids BLOB, scales BLOB, errors BLOB, norms BLOB, codes BLOB, firsts BLOB)
         ``sqlite.blocks.PACK_ROWS`` consecutive chunks that have a vector, packed: their ids and
         file ids as little-endian int64, per chunk a float32 scale, the norm of the quantisation
-        error and the norm of the int8 vector, and the int8 vectors as ``dim`` x n (column i is
-        chunk i: value x scale). Derived from the chunk rows, which keep their vectors; the
-        chunks above ``packed_through`` are read from their rows.
+        error and the norm of the int8 vector, the int8 vectors as ``dim`` x n (column i is
+        chunk i: value x scale), and per chunk the lowest chunk id of its text when the block
+        was written, as int64 (NULL in blocks from before version 7: the search then scans each
+        copy; the next run writes them anew). Derived from the chunk rows, which keep their
+        vectors; the chunks above ``packed_through`` are read from their rows.
     copies(id INTEGER PRIMARY KEY)
         every chunk of a text but the one of lowest id (triggers keep it so)
     vector_gone(id INTEGER PRIMARY KEY)

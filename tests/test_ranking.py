@@ -743,6 +743,10 @@ REAL_NAME_CASES = [
 DEFINES_NAME = f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}"
 
 
+# Names also asked in lower case: a name typed so matches its definition in any case.
+LOWER_CASE_NAMES = ("JoinSet", "UserSchema", "FlowCollector")
+
+
 @pytest.mark.parametrize(
     ("query", "files", "defining"), REAL_NAME_CASES, ids=[case[0] for case in REAL_NAME_CASES]
 )
@@ -752,28 +756,11 @@ def test_the_model_ranks_a_names_definition_first(
     index = Index(settings)  # the real model
     try:
         index.update([write_tree(tmp_path / "repo", files)])
-        for typed in (query, f"`{query}`"):
+        lower = [query.lower()] if query in LOWER_CASE_NAMES else []  # `joinset`: `JoinSet`
+        for typed in (query, f"`{query}`", *lower):
             hits = index.search(typed, k=5)
             assert hits[0].rel == defining, [(h.rel, h.priors) for h in hits]
             assert DEFINES_NAME in hits[0].priors
-    finally:
-        index.close()
-
-
-@pytest.mark.parametrize(
-    ("query", "files", "defining"),
-    [case for case in REAL_NAME_CASES if case[0] in ("JoinSet", "UserSchema", "FlowCollector")],
-    ids=["JoinSet", "UserSchema", "FlowCollector"],
-)
-def test_the_model_ranks_a_definition_first_for_its_name_in_lower_case(
-    tmp_path: Path, settings: Settings, query: str, files: dict[str, str], defining: str
-) -> None:
-    index = Index(settings)  # the real model
-    try:
-        index.update([write_tree(tmp_path / "repo", files)])
-        hits = index.search(query.lower(), k=5)
-        assert hits[0].rel == defining, [(h.rel, h.priors) for h in hits]
-        assert DEFINES_NAME in hits[0].priors
     finally:
         index.close()
 

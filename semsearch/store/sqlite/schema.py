@@ -52,14 +52,17 @@ TRIGGERS_SQL = """
     END;
 """
 
-FTS_SQL = (
-    """
+# The contentless FTS5 table, dropped and made anew with no row (versions 2 and 7).
+NEW_FTS_TABLE_SQL = """
     DROP TRIGGER IF EXISTS chunks_ai;
     DROP TRIGGER IF EXISTS chunks_ad;
     DROP TABLE IF EXISTS chunks_fts;
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
         text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
 """
+
+FTS_SQL = (
+    NEW_FTS_TABLE_SQL
     + TRIGGERS_SQL
     + """
     INSERT INTO chunks_fts(rowid, text, terms, defines)
@@ -181,13 +184,7 @@ COPIES_SQL = (
 # The FTS rows of every chunk under the current rules (run when TERMS_VERSION changes, and by
 # the upgrade to version 7); FTS_SQL is version 2's, for the migrations before version 7.
 FTS_REBUILD_SQL = (
-    """
-    DROP TRIGGER IF EXISTS chunks_ai;
-    DROP TRIGGER IF EXISTS chunks_ad;
-    DROP TABLE IF EXISTS chunks_fts;
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
-"""
+    NEW_FTS_TABLE_SQL
     + COPY_TRIGGERS_SQL
     + f"""
     INSERT INTO chunks_fts(rowid, text, terms, defines)

@@ -7,6 +7,7 @@ which the indexed folder is gone. Requests are counted from the server's request
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +29,7 @@ pytest.importorskip("lancedb", reason='needs the lancedb extra: pip install "sem
 
 import boto3
 import lancedb
+from moto.s3.responses import S3Response
 from moto.server import ThreadedMotoServer
 
 from semsearch.cli.commands import main
@@ -74,19 +77,41 @@ class RequestLog(logging.Handler):
         return self.requests[start:]
 
 
+def one_at_a_time(method: Callable[..., T], lock: threading.Lock) -> Callable[..., T]:
+    """``method``, run by one of the server's threads at a time."""
+
+    @functools.wraps(method)
+    def locked(*args: object, **kwargs: object) -> T:
+        with lock:
+            return method(*args, **kwargs)
+
+    return locked
+
+
 @pytest.fixture(scope="session")
 def moto() -> Iterator[tuple[str, RequestLog]]:
-    """moto's S3 server on a free port, with its request log."""
+    """moto's S3 server on a free port, with its request log.
+
+    S3 applies a conditional PUT or DELETE (``If-None-Match: *``, ``If-Match``) atomically: of
+    two writers taking a free lease at once, one gets 412. moto's server checks, then writes, in
+    whichever of its threads serves the request, so on a loaded machine both got the lease once
+    (`test_two_writers_started_together…`: "Table 'meta' already exists"). Its object writes are
+    made one at a time here, as S3's are atomic.
+    """
     log = RequestLog()
     werkzeug = logging.getLogger("werkzeug")
     werkzeug.addHandler(log)
     werkzeug.setLevel(logging.INFO)
     werkzeug.propagate = False
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}", log
-    server.stop()
+    writes = threading.Lock()
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("put_object", "delete_object"):
+            patch.setattr(S3Response, name, one_at_a_time(getattr(S3Response, name), writes))
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}", log
+        server.stop()
     werkzeug.removeHandler(log)
 
 

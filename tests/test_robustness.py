@@ -161,6 +161,27 @@ def test_disk_full_is_one_line_and_the_next_run_resumes(
     assert indexed_files(db) == 41
 
 
+def test_a_search_on_a_full_disk_says_so_in_one_line(
+    tmp_path: Path, mount_points: list[Path]
+) -> None:
+    """Every connection to a WAL index makes its shared-memory file first: on a full disk that
+    is SQLite's "disk I/O error", which must read as a full disk, not as a damaged index."""
+    cap = capped_folder(tmp_path / "cap", "4m", mount_points)
+    db = cap / "index.db"
+    proj = write_tree(tmp_path / "proj", {"herons.md": "Grey herons wait in the shallows.\n"})
+    assert run_cli("--index", str(db), "index", str(proj)).returncode == 0
+    assert not db.with_name("index.db-shm").exists()  # the last connection took it away
+    filler = fill_disk(cap, leave=0)
+    full = run_cli("--index", str(db), "search", "herons")
+    assert full.returncode == 1, full.stderr
+    (line,) = error_lines(full.stderr)
+    assert str(db) in line and "disk full" in line
+    filler.unlink()
+    again = run_cli("--index", str(db), "search", "herons")
+    assert again.returncode == 0, again.stderr
+    assert "herons.md" in again.stdout
+
+
 @pytest.fixture
 def read_only_index(
     tmp_path: Path, mount_points: list[Path], monkeypatch: pytest.MonkeyPatch

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 import sqlite3
 import stat
 from pathlib import Path
@@ -206,7 +207,8 @@ MIGRATIONS: tuple[str, ...] = (
 )
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
-SQLITE_READONLY, SQLITE_FULL = 8, 13  # primary result codes
+SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR = 8, 13, 10  # primary result codes
+NO_SPACE_BYTES = 64 * 1024  # less free space than this beside an index that failed I/O: full
 SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
 # What SQLite and Python's sqlite3 say when a file's pages or rows are not what was written
 # (seen overwriting each page of a real index in turn): corrupt pages, an FTS5 table that cannot
@@ -350,18 +352,34 @@ def damage_problem(exc: Exception) -> str | None:
     return None
 
 
-def is_write_failure(exc: sqlite3.Error) -> bool:
-    """Disk full or read-only: failures of the medium, not of the statement."""
+def is_write_failure(exc: sqlite3.Error, path: Path | None = None) -> bool:
+    """Disk full or read-only: failures of the medium, not of the statement. With the index's
+    ``path``, an I/O error where its folder has no space left is a full disk too."""
     text = str(exc)
-    return _primary_code(exc) in (SQLITE_FULL, SQLITE_READONLY) or (
-        "disk is full" in text or "readonly database" in text
+    return (
+        _primary_code(exc) in (SQLITE_FULL, SQLITE_READONLY)
+        or "disk is full" in text
+        or "readonly database" in text
+        or (path is not None and _is_full_disk_io(path, exc))
     )
+
+
+def _is_full_disk_io(path: Path, exc: sqlite3.Error) -> bool:
+    """An I/O error in a folder with no space left: what SQLite says when it cannot make the
+    write-ahead log's shared-memory file (``-shm``) that every connection, a reader's too, needs
+    (``disk I/O error``, not ``database or disk is full``)."""
+    if _primary_code(exc) != SQLITE_IOERR:
+        return False
+    try:
+        return shutil.disk_usage(path.parent).free < NO_SPACE_BYTES
+    except OSError:
+        return False
 
 
 def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
     """The StoreError of a failed write: disk full and read-only get their own one-line advice."""
     primary = _primary_code(exc)
-    if primary == SQLITE_FULL or "disk is full" in str(exc):
+    if primary == SQLITE_FULL or "disk is full" in str(exc) or _is_full_disk_io(path, exc):
         return DiskFullError(disk_full_message(path))
     if primary == SQLITE_READONLY or "readonly database" in str(exc):
         return ReadOnlyError(read_only_message(path))

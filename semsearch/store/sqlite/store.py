@@ -173,7 +173,7 @@ class SqliteStore:
             self._conn = connect(path, self.read_only)
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            if is_write_failure(exc):
+            if is_write_failure(exc, path):
                 raise write_error(path, exc) from exc
             problem = damage_problem(exc)
             if problem is not None:
@@ -256,7 +256,7 @@ class SqliteStore:
             self._conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             self._rollback()
-            if is_write_failure(exc):  # e.g. disk full: SQLite has rolled back already
+            if is_write_failure(exc, self.path):  # e.g. disk full: SQLite has rolled back
                 raise write_error(self.path, exc) from exc
             raise
         except BaseException:

@@ -333,13 +333,15 @@ def _definitions_of(rel: str, text: str, names: tuple[str, ...], strict: bool) -
     elsewhere does not count (:func:`_declares_only`): the definition itself comes first; and
     a name typed in lower case matches a definition in any case (``joinset``: ``JoinSet``)."""
     folded = strict and all(name == name.lower() for name in names)
-    if not any(name in (text.lower() if folded else text) for name in names):
+    searched = text.lower() if folded else text
+    if not any(name in searched for name in names):
         return []
     is_c = rel.rsplit(".", 1)[-1].lower() in _C_EXTENSIONS
     found: list[str] = []
     at = 0
     for line in text.splitlines(keepends=True):
-        if any(name in (line.lower() if folded else line) for name in names):
+        seen = line.lower() if folded else line
+        if any(name in seen for name in names):
             for name in definitions(line):
                 queried = name.lower() if folded else name
                 if queried not in names or queried in found:

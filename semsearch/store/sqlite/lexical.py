@@ -75,6 +75,7 @@ class LexicalReader:
         self._texts: dict[tuple[str, str], TextRows] = {}  # (FTS5 query, weights) → its texts
         self._deepened = False  # a query was asked again deeper: read the next ones ahead
         self._marked: bool | None = None  # whether COPY_SHARE of the rows are copies
+        self._chunks: int | None = None  # the chunk count of this generation
 
     def read(
         self, query: LexicalQuery, weights: str, limit: int, file_ids: Sequence[int] | None
@@ -117,7 +118,7 @@ class LexicalReader:
         """Whether ``COPY_SHARE`` of the FTS rows or more are marked copies (none in a file
         before schema 7), counted once per generation."""
         if self._marked is None:
-            share = max(1, math.ceil(self._source.chunk_count() * COPY_SHARE))
+            share = max(1, math.ceil(self._chunk_count() * COPY_SHARE))
             self._marked = (
                 self._conn.execute(
                     "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -150,7 +151,7 @@ class LexicalReader:
         generation = self._source.generation()
         if generation != self._seen:
             self._seen, self._half, self._counts, self._ahead = generation, None, {}, {}
-            self._texts, self._marked = {}, None
+            self._texts, self._marked, self._chunks = {}, None, None
 
     def common(self, query: LexicalQuery) -> tuple[str, ...]:
         """The query's alternatives that match half the rows or more; none when the query has
@@ -159,7 +160,7 @@ class LexicalReader:
             return ()
         self._follow()
         if self._half is None:
-            self._half = (self._source.chunk_count() + 1) // 2
+            self._half = (self._chunk_count() + 1) // 2
         if not self._half:
             return ()
         return tuple(word for word in query.alternatives if self._matched(word) >= self._half)
@@ -172,6 +173,13 @@ class LexicalReader:
         if not common or not rare or sum(map(self._matched, rare)) < limit:
             return None
         return LexicalQuery(rare)
+
+    def _chunk_count(self) -> int:
+        """The store's chunk count, asked once per generation (``count(*)`` walks an index:
+        ~10 ms at 1.2M chunks, 200 ms in a new connection)."""
+        if self._chunks is None:
+            self._chunks = self._source.chunk_count()
+        return self._chunks
 
     def _matched(self, word: str) -> int:
         """The rows an alternative matches, counted up to half the table."""

@@ -19,18 +19,22 @@ index when there is one), run the repo's queries with k = 10,
 write the run file, score it with that benchmark's own ``score.py`` (nDCG@10 as semble computes
 it) and print its tables; then one summary over all sets: mean over repos, per category (mean over
 repos of per-repo category means) and per language. Indexes are kept in the work folder and
-updated incrementally, so a re-run after a ranking-only change only searches.
+updated incrementally, so a re-run after a ranking-only change only searches; after a chunking
+change, ``--rechunk`` on a copy of the work folder chunks every file afresh and embeds only the
+chunk texts that changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -39,6 +43,7 @@ from benchlib import DEFAULT_WORK, bench_env, machine
 
 from semsearch.config import load_settings
 from semsearch.index import Index
+from semsearch.indexing.pipeline import Indexer
 
 # semble's code extensions (its README: .md/.json/.yaml/.toml are not indexed).
 _CODE_EXTENSIONS_TEXT = (
@@ -74,7 +79,8 @@ def run_repo(
     root = trees / repo["name"]
     if not args.no_update:
         started = time.perf_counter()
-        report = index.update([root / repo["index_root"]])
+        with _rechunking(args.rechunk):
+            report = index.update([root / repo["index_root"]])
         if report.total("indexed"):
             print(
                 f"{repo['name']}: {report.total('indexed')} files (re)indexed, "
@@ -95,6 +101,26 @@ def run_repo(
         lines.append(json.dumps({"id": query["id"], "results": results}))
     index.close()
     return lines
+
+
+@contextlib.contextmanager
+def _rechunking(on: bool) -> Iterator[None]:
+    """With `on`, the indexer chunks every file afresh (as ``index --force`` does) but keeps
+    the stored vector of every chunk text it already has: a chunking change is measured at
+    the cost of embedding only the texts it changes."""
+    if not on:
+        yield
+        return
+    process = Indexer._process
+
+    def forced(self: Indexer, run: Any, name: str, force: bool, max_files: int | None) -> bool:
+        return process(self, run, name, True, max_files)
+
+    Indexer._process = forced  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Indexer._process = process  # type: ignore[method-assign]
 
 
 def run_set(benchmark: Path, trees: Path, args: Any) -> dict[str, Any] | None:
@@ -170,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", default="code", choices=("code", "all"))
     parser.add_argument("--only", type=lambda s: set(s.split(",")), help="repo names, a,b,c")
     parser.add_argument("--no-update", action="store_true", help="search the indexes as they are")
+    parser.add_argument(
+        "--rechunk",
+        action="store_true",
+        help="chunk every file afresh, keeping the vectors of unchanged chunk texts",
+    )
     parser.add_argument("--compare", action="store_true", help="published figures per repo")
     parser.add_argument("--quiet", action="store_true", help="only the summary")
     args = parser.parse_args(argv)

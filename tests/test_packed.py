@@ -488,3 +488,102 @@ def test_places_read_with_the_vectors_are_the_stored_ones_until_a_write(tmp_path
     assert [place.id for place in store.chunk_places(scored)] == left
     fresh.close()
     store.close()
+
+
+class CountingSource(BlockSource):
+    """A BlockSource that keeps the ids ``vectors_of`` is asked for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def vectors_of(self, ids: Any) -> tuple[Any, Any]:
+        self.asked = [*self.asked, *np.asarray(ids).tolist()]
+        return super().vectors_of(ids)
+
+
+def test_a_copy_whose_first_went_before_its_block_reads_its_texts_one_column() -> None:
+    """Three copies of 100 texts in three blocks; the third block was written after the first
+    block's chunks were deleted, so its copies name the second block's chunks as their firsts:
+    they read the same columns all the same, share their text keys, and a search reads one
+    stored vector per text it scores."""
+    texts = unit_rows(100, seed=80)
+    source = CountingSource(
+        np.concatenate([texts, texts, texts]), rows=100, packed=300, firsts=True
+    )
+    third = source.blocks_made[2]
+    firsts = np.asarray(third.firsts) + 100  # 101..200: the lowest copies left then
+    source.blocks_made[2] = VectorBlock(**{**third.__dict__, "firsts": firsts})
+    source.delete(list(range(1, 101)))
+    vectors = PackedVectors(source, background=False)
+    query = queries(texts, seed=81)[0]
+    found = vectors.nearest(query, 30, None)
+    assert vectors.columns == 100  # not 200: the third block's copies found their column
+    want = source.float32_top(query, 30)
+    assert_exact_with_copies(found, want, lambda cid: source.vectors_by_id[cid] @ query)
+    texts_asked = [(cid - 1) % 100 for cid in source.asked]
+    assert len(texts_asked) == len(set(texts_asked))  # one row per text scored
+    assert {(cid - 1) % 100 for cid, _ in found} <= set(texts_asked)
+    keys = vectors.text_keys(list(range(1, 301)))
+    assert set(keys) == set(range(101, 301))  # deleted chunks have no key
+    for n in range(101, 201):
+        assert keys[n] == (source.files[n], keys[n][1]) and keys[n + 100][1] == keys[n][1]
+    assert len({key for _, key in keys.values()}) == 100
+
+
+def test_a_search_reads_a_text_whose_chosen_copy_went_from_its_other_copies() -> None:
+    """A write between the refresh and the read-back took the copy a column was to be read
+    from: the text's other copies are read instead, and keep their exact scores."""
+    texts = unit_rows(60, seed=82)
+    source = BlockSource(np.concatenate([texts, texts]), rows=40, packed=120, firsts=True)
+    vectors = PackedVectors(source, background=False)
+    query = queries(texts, seed=83)[0]
+    best = vectors.nearest(query, 2, None)[0][0]  # the lower copy of the best text
+    read = source.vectors_of
+
+    def without_best(ids: Any) -> tuple[Any, Any]:  # as if it was deleted meanwhile
+        return read(np.array([i for i in np.asarray(ids).tolist() if i != best], np.int64))
+
+    source.vectors_of = without_best  # type: ignore[method-assign]
+    found = dict(vectors.nearest(query, 4, None))
+    assert best not in found and best + 60 in found
+    assert np.isclose(found[best + 60], source.vectors_by_id[best] @ query, atol=1e-6)
+
+
+def key_groups(keys: dict[int, tuple[int, Any]]) -> set[frozenset[int]]:
+    groups: dict[Any, set[int]] = {}
+    for cid, (_, key) in keys.items():
+        groups.setdefault(key, set()).add(cid)
+    return {frozenset(group) for group in groups.values()}
+
+
+def test_text_keys_group_copies_as_their_text_hashes_do(tmp_path: Path) -> None:
+    """Whether a text's chunks lie in blocks, in the tail or both, and in blocks written
+    before firsts were stored: chunks share a text key exactly when they share a text."""
+    files = make_files(200, seed=84)
+    store = packed_store(tmp_path, files)
+    write_files(store, dict(list(files.items())[:12]), folder="/srv/b")  # copies in the tail
+
+    def check() -> None:
+        ids = ids_of(store)
+        by_hash: dict[str, set[int]] = {}
+        for place in store.chunk_places(ids):
+            by_hash.setdefault(place.text_hash, set()).add(place.id)
+        keys = store.text_keys(ids)
+        assert key_groups(keys) == {frozenset(group) for group in by_hash.values()}
+        files_of = {place.id: place.file_id for place in store.chunk_places(ids)}
+        assert {cid: file_id for cid, (file_id, _) in keys.items()} == files_of
+
+    check()
+    assert store.nearest(queries(unit_rows(200, seed=84), seed=85)[0], 5, None)
+    store.maintain()  # the copies go into blocks too
+    check()
+    assert blocks_of(store.path) == 4
+    store.delete_files(1, ["f0.py", "f3.py"])  # first chunks of copied texts
+    check()
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE vector_blocks SET firsts = NULL")  # as schema 6 wrote them
+    store.close()
+    store = SqliteStore(tmp_path / "index.db")
+    check()  # from the rows: each block chunk then owns its column
+    store.close()

@@ -22,6 +22,7 @@ from semsearch.search.fusion import SearchOptions, rrf, search
 from semsearch.search.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.search.ranking import DEFINITION_POOL
 from semsearch.store import ChunkRow, FileRef, Store, open_store
+from semsearch.store.sqlite.store import SqliteStore
 from semsearch.text.lexical import LexicalQuery
 from tests.conftest import BACKENDS, write_tree
 
@@ -1059,3 +1060,30 @@ def test_without_copies_collapsing_changes_no_hit(
             hits = hash_index.search(query, k=k, mode=mode)
             assert hits == hash_index.search(query, k=k, mode=mode, all_copies=True), (query, k)
             assert hits, (query, k)
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # blocks are the SQLite file's
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
+def test_copies_collapse_alike_when_the_vectors_are_packed(
+    revisions: Index, settings: Settings, mode: Mode
+) -> None:
+    """The text keys of packed chunks come from the blocks in memory, not their rows: the
+    hits are the texts of the unpacked index, each with its other places listed. (Which copy
+    shows may differ: the scan scores a text's copies alike, BLAS a last bit apart.)"""
+    query = "retry a failed payment"
+
+    def texts(hits: list[semsearch.Hit]) -> list[frozenset[str]]:
+        return [frozenset([hit.rel, *(copy.rel for copy in hit.copies)]) for hit in hits]
+
+    unpacked = texts(revisions.search(query, k=5, mode=mode))
+    store = SqliteStore(settings.store_path, pack_rows=4)
+    store.maintain()
+    store.close()
+    with sqlite3.connect(settings.store_path) as conn:
+        assert conn.execute("SELECT count(*) FROM vector_blocks").fetchone()[0] == 3
+    packed = Index(settings, embedder=HashEmbedder())
+    try:
+        assert texts(packed.search(query, k=5, mode=mode)) == unpacked
+        assert len(unpacked) == 5 and all(len(places) == 3 for places in unpacked)
+    finally:
+        packed.close()

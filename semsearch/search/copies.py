@@ -38,23 +38,36 @@ WIDEN_MARGIN = 1.25  # read this much deeper than the copies seen so far suggest
 
 
 class Places:
-    """The places (file, lines, text hash) of the chunks a search met, read once each."""
+    """The file and text key of the chunks a search met, read once each: copies share a key
+    (``Store.text_keys``; with ``by_hash``, the text hash of their rows, which spares a search
+    that uses no vectors from reading them)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, by_hash: bool = False) -> None:
         self._store = store
-        self.known: dict[int, ChunkPlace] = {}
+        self._by_hash = by_hash
+        self.known: dict[int, tuple[int, int | str]] = {}  # chunk id → (file id, text key)
 
     def read(self, ids: Iterable[int]) -> None:
-        """Read the places of those of ``ids`` not known yet."""
+        """Read the keys of those of ``ids`` not known yet."""
         missing = [i for i in dict.fromkeys(ids) if i not in self.known]
-        if missing:
-            self.known.update((p.id, p) for p in self._store.chunk_places(missing))
+        if not missing:
+            return
+        if self._by_hash:
+            places = self._store.chunk_places(missing)
+            self.known.update((p.id, (p.file_id, p.text_hash)) for p in places)
+        else:
+            self.known.update(self._store.text_keys(missing))
 
-    def text(self, chunk_id: int) -> str:
-        """The chunk's text hash; a chunk whose place is not known (gone since its arm ranked
-        it) is a text of its own."""
-        place = self.known.get(chunk_id)
-        return f"#{chunk_id}" if place is None else place.text_hash
+    def text(self, chunk_id: int) -> int | str:
+        """The chunk's text key; a chunk not known (gone since its arm ranked it) is a text of
+        its own."""
+        known = self.known.get(chunk_id)
+        return f"#{chunk_id}" if known is None else known[1]
+
+    def file_of(self, chunk_id: int) -> int | None:
+        """The chunk's file id, None when it is not known."""
+        known = self.known.get(chunk_id)
+        return None if known is None else known[0]
 
     def distinct(self, ids: Sequence[int]) -> int:
         """How many distinct texts the chunks ``ids`` hold."""
@@ -62,7 +75,7 @@ class Places:
         return len({self.text(i) for i in ids})
 
     def merge(self, other: Places) -> None:
-        """Take the places ``other`` read (another thread's)."""
+        """Take the keys ``other`` read (another thread's, of the same kind)."""
         self.known.update(other.known)
 
 
@@ -130,7 +143,7 @@ def collapse(
     for ranking in arms.values():
         for rank, cid in enumerate(ranking, start=1):
             own[cid] = own.get(cid, 0.0) + 1 / (rrf_k + rank)
-    copies: dict[str, list[int]] = {}
+    copies: dict[int | str, list[int]] = {}
     for cid in own:
         copies.setdefault(places.text(cid), []).append(cid)
     representative: dict[int, int] = {}
@@ -144,8 +157,8 @@ def collapse(
 
 def _path_prior(chunk_id: int, places: Places, refs: dict[int, FileRef], info: QueryInfo) -> float:
     """The product of the path priors of the chunk's file (1 when its file is not known)."""
-    place = places.known.get(chunk_id)
-    ref = None if place is None else refs.get(place.file_id)
+    file_id = places.file_of(chunk_id)
+    ref = None if file_id is None else refs.get(file_id)
     return 1.0 if ref is None else math.prod(f for _, f in path_priors(ref.rel, info))
 
 
@@ -153,19 +166,16 @@ class CopyLister:
     """The copies of the chosen hits: every other stored chunk of their text, in the files the
     search was allowed to see (``allowed``: their ids, None for every file)."""
 
-    def __init__(
-        self, store: Store, places: Places, refs: dict[int, FileRef], allowed: list[int] | None
-    ) -> None:
+    def __init__(self, store: Store, refs: dict[int, FileRef], allowed: list[int] | None) -> None:
         self._store = store
-        self._places = places
         self._refs = refs
         self._allowed = None if allowed is None else frozenset(allowed)
 
     def __call__(self, rows: Sequence[ChunkRow]) -> dict[int, tuple[tuple[Copy, ...], int]]:
         """Chunk id → (its copies, by path, at most ``COPIES_LISTED``; how many there are), for
         the rows that have copies."""
-        self._places.read(row.id for row in rows)
-        texts = {row.id: self._places.text(row.id) for row in rows}
+        places = self._store.chunk_places([row.id for row in rows])
+        texts = {place.id: place.text_hash for place in places}
         found: dict[str, list[ChunkPlace]] = {}
         for place in self._store.text_places(sorted(set(texts.values()))):
             if place.file_id in self._refs and (

@@ -215,7 +215,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
-    places = None if options.all_copies or not store.has_copies() else Places(store)
+    by_hash = options.mode == "bm25"  # text keys from rows, not from vectors it does not read
+    collapsing = not options.all_copies and store.has_copies()
+    places = Places(store, by_hash) if collapsing else None
     # The files the query names, in the worker: a new process indexes every file's name first
     # (named_files.name_index), while this thread reads the vectors.
     named: Future[list[int]] | None = None
@@ -223,8 +225,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         named = _WORKER.submit(named_files, refs, info, allowed)
     lexical: Future[LexicalArms] | None = None
     if options.mode != "vector":
-        collapsing = places is not None
-        lexical = _WORKER.submit(_lexical_arms, store, query, info, pool, allowed, collapsing)
+        lexical = _WORKER.submit(
+            _lexical_arms, store, query, info, pool, allowed, collapsing, by_hash
+        )
     arms: dict[str, list[int]] = {}
     nearest: list[tuple[int, float]] = []
     path_cosine: dict[int, float] = {}
@@ -262,7 +265,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
             for name, ranking in arms.items()
         }
         nearest = collapsed.scored(nearest)
-        copies_of = CopyLister(store, places, refs, allowed)
+        copies_of = CopyLister(store, refs, allowed)
     if options.mode == "vector":
         hits = assemble(
             store, info, options.k, dict(nearest), arms, rescale=False, copies_of=copies_of
@@ -329,15 +332,16 @@ def _lexical_arms(
     pool: int,
     file_ids: list[int] | None,
     collapsing: bool = False,
+    by_hash: bool = False,
 ) -> LexicalArms:
     """The BM25 arm, and the definitions arm when the query names a symbol. When copies
     collapse (``collapsing``), the BM25 arm is read deep enough to hold ``pool`` distinct
-    texts, with places of its own (the caller's belong to its thread)."""
+    texts, with places of its own (the caller's belong to its thread; ``by_hash`` as theirs)."""
     words = lexical_query(query)
     arms = {"bm25": store.lexical(words, pool, file_ids) if words else []}
     places = None
     if collapsing and words:
-        places = Places(store)
+        places = Places(store, by_hash)
         deeper = functools.partial(store.lexical, words, file_ids=file_ids)
         arms["bm25"] = widened(deeper, arms["bm25"], _itself, pool, places)
     defined: frozenset[int] | None = frozenset()  # a query naming nothing: no chunk defines it

@@ -351,6 +351,12 @@ class Store(Protocol):
         """The places of stored chunks by id, in the order asked; unknown ids are left out.
         Safe to call while the lexical arm runs in another thread (like :meth:`nearest`)."""
 
+    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int | str]]:
+        """Chunk id → (file id, text key) of those of ``ids`` that exist: copies of one text
+        share the key, other chunks' keys differ (a text hash, or a store's own id of the
+        text). The search groups copies by it; safe beside the lexical arm like
+        :meth:`chunk_places`."""
+
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every stored chunk whose text hash is one of ``hashes``, by chunk id
         (copies of one text: search lists them under the hit they collapse into)."""

@@ -86,20 +86,69 @@ def pack_block(
     return VectorBlock(number, ids, file_ids, scales, errors, norms, codes, firsts)
 
 
-def _own_columns(block: VectorBlock, earlier: IdArray) -> tuple[np.ndarray[Any, Any], IdArray]:
-    """Which of a block's chunks get a column of their own (their first is themselves, or is
-    not among the ``earlier`` columns' chunks, ascending, nor this block's), and whose column
-    each chunk reads (a chunk id)."""
+class _Owners:
+    """The chunks of the blocks read so far, block by block (ascending), with the owner of the
+    column each reads: where a later block's copy finds its first."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []  # each block's lowest chunk id
+        self._ids: list[IdArray] = []
+        self._owners: list[IdArray] = []
+
+    def add(self, ids: IdArray, owners: IdArray) -> None:
+        if len(ids):
+            self._starts.append(int(ids[0]))
+            self._ids.append(ids)
+            self._owners.append(owners)
+
+    def find(self, wanted: IdArray) -> tuple[np.ndarray[Any, Any], IdArray]:
+        """(which of ``wanted`` are chunks held here, the owner each found one reads)."""
+        found = np.zeros(len(wanted), dtype=bool)
+        owners = wanted.copy()
+        if not self._starts or not len(wanted):
+            return found, owners
+        block_of = np.searchsorted(np.array(self._starts, np.int64), wanted, side="right") - 1
+        for number in np.unique(block_of[block_of >= 0]).tolist():
+            rows = np.flatnonzero(block_of == number)
+            ids = self._ids[number]
+            at = np.minimum(np.searchsorted(ids, wanted[rows]), len(ids) - 1)
+            hit = ids[at] == wanted[rows]
+            found[rows[hit]] = True
+            owners[rows[hit]] = self._owners[number][at[hit]]
+        return found, owners
+
+
+def _own_columns(block: VectorBlock, earlier: _Owners) -> tuple[np.ndarray[Any, Any], IdArray]:
+    """Which of a block's chunks get a column of their own, and whose column each chunk reads
+    (a chunk id: the column's owner). A copy reads the column its first reads when its first
+    is one of the ``earlier`` blocks' chunks or owns a column in this block; else (the first
+    was deleted before this block was written, or the block knows no firsts) it owns one."""
     ids = block.ids
     own = np.ones(len(ids), dtype=bool) if block.firsts is None else block.firsts == ids
     if own.all():
         return own, ids
-    firsts = np.asarray(block.firsts, dtype=np.int64)
-    known = np.concatenate([earlier, ids[own]])  # ascending: a block's ids follow the earlier
-    wanted = firsts[~own]
-    at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
-    own[~own] = known[at] != wanted if len(known) else True
-    return own, np.where(own, ids, firsts)
+    copies = ~own
+    wanted = np.asarray(block.firsts, dtype=np.int64)[copies]
+    found, owners = earlier.find(wanted)
+    here = ids[own]
+    if len(here):
+        at = np.minimum(np.searchsorted(here, wanted), len(here) - 1)
+        found |= here[at] == wanted
+    of = ids.copy()
+    of[copies] = np.where(found, owners, ids[copies])
+    own[copies] = ~found
+    return own, of
+
+
+@dataclass(frozen=True)
+class _Texts:
+    """Per packed chunk (ascending ids): whether it is alive, its file and the owner of the
+    column its vector is read from (its text id)."""
+
+    ids: IdArray
+    alive: np.ndarray[Any, Any]
+    file_ids: IdArray
+    owners: IdArray
 
 
 class PackedSource(Protocol):
@@ -187,7 +236,9 @@ class PackedVectors:
         self.alive = np.ones(0, dtype=bool)
         self._column_ids = np.zeros(0, dtype=np.int64)  # the chunk of each column, ascending
         self.column = np.zeros(0, dtype=np.int64)  # per chunk, the column of its vector
+        self._firsts_known = True  # every block read knew its chunks' firsts
         self._last_bounds = None
+        self._texts: _Texts | None = None  # what text_keys reads, replaced whole
 
     def _append(self, blocks: Iterable[VectorBlock]) -> None:
         """Add blocks read after the last one, one at a time: their per-chunk arrays joined to
@@ -198,12 +249,16 @@ class PackedVectors:
         }
         columns = self._column_ids
         vectors_of = [self._column_ids[self.column]]
+        earlier = _Owners()
+        earlier.add(self.ids, vectors_of[0])
         for block in blocks:
             for name, arrays in parts.items():
                 arrays.append(getattr(block, name))
-            own, of = _own_columns(block, columns)
+            own, of = _own_columns(block, earlier)
             columns = np.concatenate([columns, block.ids[own]])
             vectors_of.append(of)
+            earlier.add(block.ids, of)
+            self._firsts_known &= block.firsts is not None
             if own.any():  # a block of copies only has no kernel
                 self._kernels.append(block.codes if own.all() else block.codes[:, own].copy())
                 self._sizes.append(int(own.sum()))
@@ -228,12 +283,42 @@ class PackedVectors:
             self.alive = ~np.isin(self.ids, gone) if len(gone) else np.ones(len(self.ids), bool)
             self.tail.refresh()
             self.generation, self._epoch = generation, epoch
+            self._texts = _Texts(self.ids, self.alive, self.file_ids, self._column_ids[self.column])
+            if not self._firsts_known:
+                self._texts = None
 
     def clear(self) -> None:
         """Forget everything read; the next refresh reads all."""
         self.generation = self._epoch = -1
         self._forget_blocks()
         self.tail.clear()
+
+    @property
+    def knows_texts(self) -> bool:
+        """Whether :meth:`text_keys` answers for the packed chunks (after a refresh)."""
+        texts = self._texts
+        return texts is not None and len(texts.ids) > 0
+
+    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """Chunk id → (file id, text id) of the chunks of ``ids`` held in blocks and not
+        deleted, as of the last refresh: copies of one text read one column, and its owner is
+        their text id. Empty until the vectors are read, or when a block knows no firsts (its
+        copies own columns of their own). Safe beside a refresh in another thread: it reads
+        one refresh's arrays."""
+        texts = self._texts
+        if texts is None or not len(texts.ids) or not len(ids):
+            return {}
+        wanted = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(texts.ids, wanted), len(texts.ids) - 1)
+        held = (texts.ids[at] == wanted) & texts.alive[at]
+        at = at[held]
+        return dict(
+            zip(
+                wanted[held].tolist(),
+                zip(texts.file_ids[at].tolist(), texts.owners[at].tolist(), strict=True),
+                strict=True,
+            )
+        )
 
     def files_of(self, ids: Sequence[int]) -> dict[int, int]:
         """Chunk id → file id for those of ``ids`` held here."""
@@ -268,14 +353,38 @@ class PackedVectors:
             chosen = np.flatnonzero(np.isfinite(approx) & (approx + bound >= floor))
         else:
             chosen = np.flatnonzero(np.isfinite(approx))
-        ids, matrix = self._source.vectors_of(self.ids[chosen])
-        scores = matrix @ vector if len(ids) else np.zeros(0, np.float32)
+        ids, scores = self._exact_scores(chosen, vector)
         ids = np.concatenate([np.array([i for i, _ in tail], np.int64), ids])
         scores = np.concatenate([np.array([s for _, s in tail], np.float32), scores])
         kept = np.isfinite(scores)
         ids, scores = ids[kept], scores[kept]
         best = np.lexsort((ids, -scores))[:pool]  # best first, ties by chunk id
         return list(zip(ids[best].tolist(), scores[best].tolist(), strict=True))
+
+    def _exact_scores(self, chosen: IdArray, query: FloatArray) -> tuple[IdArray, FloatArray]:
+        """(chunk ids, exact cosines) of the chunks at ``chosen``: one stored vector read per
+        column, its cosine given to every chunk that reads the column (copies have one vector).
+        Where that chunk was deleted since the refresh, the column's others are read each."""
+        columns = self.column[chosen]
+        unique, first_at, of = np.unique(columns, return_index=True, return_inverse=True)
+        if len(unique) == len(chosen):
+            ids, matrix = self._source.vectors_of(self.ids[chosen])
+            return ids, matrix @ query if len(ids) else np.zeros(0, np.float32)
+        read = self.ids[chosen[first_at]]
+        found, matrix = self._source.vectors_of(read)
+        per_column = np.full(len(unique), np.nan, dtype=np.float32)
+        if len(found):
+            order = np.argsort(read)
+            per_column[order[np.searchsorted(read[order], found)]] = matrix @ query
+        scores = per_column[of]
+        ids = self.ids[chosen]
+        lost = np.isnan(scores) & ~np.isin(ids, read)
+        if lost.any():  # rare: a column's first chosen chunk went in a write since the refresh
+            again, matrix = self._source.vectors_of(ids[lost])
+            rescored = dict(zip(again.tolist(), (matrix @ query).tolist(), strict=True))
+            scores[lost] = [rescored.get(i, np.nan) for i in ids[lost].tolist()]
+        kept = ~np.isnan(scores)
+        return ids[kept], scores[kept]
 
     def _query_bounds(self, query: FloatArray) -> tuple[FloatArray, FloatArray]:
         """:meth:`_bounds` with deleted chunks at -inf, kept for the next call: a search that

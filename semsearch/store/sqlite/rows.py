@@ -131,6 +131,29 @@ class VectorReader:
                 lambda missing: read_places(self._conn, "id", missing),
             )
 
+    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int | str]]:
+        """Chunk id → (file id, text key) of those of ``ids`` that exist; copies share a key.
+        From the vectors in memory (read first if need be) where the blocks know the texts
+        (:meth:`PackedVectors.text_keys`), else from the rows: the text's column owner when
+        a packed copy of it is alive, else its text hash."""
+        self.exact.refresh()
+        keys: dict[int, tuple[int, int | str]] = dict(self.exact.text_keys(ids))
+        rest = [i for i in ids if i not in keys]
+        if not rest:
+            return keys
+        places = self.chunk_places(rest)
+        owner: dict[str, int] = {}
+        if self.exact.knows_texts:  # a copy of a text in the blocks reads its column there
+            with self._lock:
+                members = read_places(self._conn, "text_hash", list({p.text_hash for p in places}))
+            packed = self.exact.text_keys([m.id for m in members])
+            for member in members:
+                if member.id in packed:
+                    owner[member.text_hash] = packed[member.id][1]
+        for place in places:
+            keys[place.id] = (place.file_id, owner.get(place.text_hash, place.text_hash))
+        return keys
+
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
         with self._lock:

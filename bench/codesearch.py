@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="published figures per repo")
     parser.add_argument("--quiet", action="store_true", help="only the summary")
     args = parser.parse_args(argv)
+    if args.rechunk and args.no_update:
+        parser.error("--rechunk chunks the files again: it cannot go with --no-update")
     if len(args.repos) > len(args.benchmarks):
         parser.error("more --repos than benchmarks")
     results = []

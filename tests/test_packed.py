@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -513,7 +514,7 @@ def test_a_copy_whose_first_went_before_its_block_reads_its_texts_one_column() -
     )
     third = source.blocks_made[2]
     firsts = np.asarray(third.firsts) + 100  # 101..200: the lowest copies left then
-    source.blocks_made[2] = VectorBlock(**{**third.__dict__, "firsts": firsts})
+    source.blocks_made[2] = dataclasses.replace(third, firsts=firsts)
     source.delete(list(range(1, 101)))
     vectors = PackedVectors(source, background=False)
     query = queries(texts, seed=81)[0]
@@ -524,7 +525,9 @@ def test_a_copy_whose_first_went_before_its_block_reads_its_texts_one_column() -
     texts_asked = [(cid - 1) % 100 for cid in source.asked]
     assert len(texts_asked) == len(set(texts_asked))  # one row per text scored
     assert {(cid - 1) % 100 for cid, _ in found} <= set(texts_asked)
-    keys = vectors.text_keys(list(range(1, 301)))
+    texts = vectors.texts()
+    assert texts is not None
+    keys = texts.keys(list(range(1, 301)))
     assert set(keys) == set(range(101, 301))  # deleted chunks have no key
     for n in range(101, 201):
         assert keys[n] == (source.files[n], keys[n][1]) and keys[n + 100][1] == keys[n][1]

@@ -50,13 +50,8 @@ class Places:
     def read(self, ids: Iterable[int]) -> None:
         """Read the keys of those of ``ids`` not known yet."""
         missing = [i for i in dict.fromkeys(ids) if i not in self.known]
-        if not missing:
-            return
-        if self._by_hash:
-            places = self._store.chunk_places(missing)
-            self.known.update((p.id, (p.file_id, p.text_hash)) for p in places)
-        else:
-            self.known.update(self._store.text_keys(missing))
+        if missing:
+            self.known.update(self._store.text_keys(missing, from_vectors=not self._by_hash))
 
     def text(self, chunk_id: int) -> int | str:
         """The chunk's text key; a chunk not known (gone since its arm ranked it) is a text of

@@ -215,7 +215,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     use_vectors = options.mode != "bm25" and bool(refs)
     if use_vectors:  # before the worker takes the connection: SQLite serialises its users
         check_model(store, embedder, stored)
-    by_hash = options.mode == "bm25"  # text keys from rows, not from vectors it does not read
+    by_hash = not use_vectors  # text keys from rows, not from vectors it does not read
     collapsing = not options.all_copies and store.has_copies()
     places = Places(store, by_hash) if collapsing else None
     # The files the query names, in the worker: a new process indexes every file's name first

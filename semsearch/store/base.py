@@ -136,6 +136,11 @@ class ChunkPlace(NamedTuple):
     page: int | None
 
 
+def hash_keys(places: Iterable[ChunkPlace]) -> dict[int, tuple[int, int | str]]:
+    """Chunk id → (file id, text hash): ``Store.text_keys`` read from places."""
+    return {place.id: (place.file_id, place.text_hash) for place in places}
+
+
 class PlaceCache:
     """The places of chunks read so far from one state of an index (a generation, a table
     version), by chunk id: a chunk's place never changes while it exists, and deleting it makes
@@ -351,11 +356,13 @@ class Store(Protocol):
         """The places of stored chunks by id, in the order asked; unknown ids are left out.
         Safe to call while the lexical arm runs in another thread (like :meth:`nearest`)."""
 
-    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int | str]]:
+    def text_keys(
+        self, ids: Sequence[int], from_vectors: bool = True
+    ) -> dict[int, tuple[int, int | str]]:
         """Chunk id → (file id, text key) of those of ``ids`` that exist: copies of one text
         share the key, other chunks' keys differ (a text hash, or a store's own id of the
-        text). The search groups copies by it; safe beside the lexical arm like
-        :meth:`chunk_places`."""
+        text, which ``from_vectors=False`` never uses: a search that reads no vectors). The
+        search groups copies by it; safe beside the lexical arm like :meth:`chunk_places`."""
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every stored chunk whose text hash is one of ``hashes``, by chunk id

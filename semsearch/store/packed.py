@@ -141,14 +141,26 @@ def _own_columns(block: VectorBlock, earlier: _Owners) -> tuple[np.ndarray[Any, 
 
 
 @dataclass(frozen=True)
-class _Texts:
-    """Per packed chunk (ascending ids): whether it is alive, its file and the owner of the
-    column its vector is read from (its text id)."""
+class Texts:
+    """One refresh's packed chunks (ascending ids): whether each is alive, its file and the
+    column its vector is read from. Copies of a text read one column: its index is their
+    text id (until the blocks are written anew)."""
 
     ids: IdArray
     alive: np.ndarray[Any, Any]
     file_ids: IdArray
-    owners: IdArray
+    column: IdArray
+
+    def keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """Chunk id → (file id, text id) of those of ``ids`` held here and not deleted."""
+        if not len(self.ids) or not len(ids):
+            return {}
+        wanted = np.asarray(ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
+        held = (self.ids[at] == wanted) & self.alive[at]
+        at = at[held]
+        pairs = zip(self.file_ids[at].tolist(), self.column[at].tolist(), strict=True)
+        return dict(zip(wanted[held].tolist(), pairs, strict=True))
 
 
 class PackedSource(Protocol):
@@ -238,7 +250,7 @@ class PackedVectors:
         self.column = np.zeros(0, dtype=np.int64)  # per chunk, the column of its vector
         self._firsts_known = True  # every block read knew its chunks' firsts
         self._last_bounds = None
-        self._texts: _Texts | None = None  # what text_keys reads, replaced whole
+        self._texts: Texts | None = None  # what texts() gives, replaced whole
 
     def _append(self, blocks: Iterable[VectorBlock]) -> None:
         """Add blocks read after the last one, one at a time: their per-chunk arrays joined to
@@ -283,9 +295,8 @@ class PackedVectors:
             self.alive = ~np.isin(self.ids, gone) if len(gone) else np.ones(len(self.ids), bool)
             self.tail.refresh()
             self.generation, self._epoch = generation, epoch
-            self._texts = _Texts(self.ids, self.alive, self.file_ids, self._column_ids[self.column])
-            if not self._firsts_known:
-                self._texts = None
+            known = self._firsts_known and len(self.ids) > 0
+            self._texts = Texts(self.ids, self.alive, self.file_ids, self.column) if known else None
 
     def clear(self) -> None:
         """Forget everything read; the next refresh reads all."""
@@ -293,32 +304,11 @@ class PackedVectors:
         self._forget_blocks()
         self.tail.clear()
 
-    @property
-    def knows_texts(self) -> bool:
-        """Whether :meth:`text_keys` answers for the packed chunks (after a refresh)."""
-        texts = self._texts
-        return texts is not None and len(texts.ids) > 0
-
-    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int]]:
-        """Chunk id → (file id, text id) of the chunks of ``ids`` held in blocks and not
-        deleted, as of the last refresh: copies of one text read one column, and its owner is
-        their text id. Empty until the vectors are read, or when a block knows no firsts (its
-        copies own columns of their own). Safe beside a refresh in another thread: it reads
-        one refresh's arrays."""
-        texts = self._texts
-        if texts is None or not len(texts.ids) or not len(ids):
-            return {}
-        wanted = np.asarray(ids, dtype=np.int64)
-        at = np.minimum(np.searchsorted(texts.ids, wanted), len(texts.ids) - 1)
-        held = (texts.ids[at] == wanted) & texts.alive[at]
-        at = at[held]
-        return dict(
-            zip(
-                wanted[held].tolist(),
-                zip(texts.file_ids[at].tolist(), texts.owners[at].tolist(), strict=True),
-                strict=True,
-            )
-        )
+    def texts(self) -> Texts | None:
+        """The text ids of the packed chunks as of the last refresh; None before the vectors
+        are read, without blocks, or when a block knows no firsts (its copies then own columns
+        of their own). Safe beside a refresh in another thread: one refresh's arrays."""
+        return self._texts
 
     def files_of(self, ids: Sequence[int]) -> dict[int, int]:
         """Chunk id → file id for those of ``ids`` held here."""

@@ -89,6 +89,7 @@ from semsearch.store.base import (
     Folder,
     PlaceCache,
     damaged_error,
+    hash_keys,
     model_mismatch_message,
     reports_damage,
     text_hash,
@@ -920,9 +921,11 @@ class LanceStore(VectorColumns, PathVectors):
             lambda missing: _places(self._places(f"id IN ({ids_sql(missing)})")),
         )
 
-    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int | str]]:
-        """Chunk id → (file id, text hash), from the chunks' places."""
-        return {p.id: (p.file_id, p.text_hash) for p in self.chunk_places(ids)}
+    def text_keys(
+        self, ids: Sequence[int], from_vectors: bool = True
+    ) -> dict[int, tuple[int, int | str]]:
+        """Chunk id → (file id, text hash), from the chunks' places either way."""
+        return hash_keys(self.chunk_places(ids))
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""

@@ -20,6 +20,7 @@ from semsearch.store.base import (
     IdArray,
     PlaceCache,
     damaged_error,
+    hash_keys,
     listed_rel,
 )
 from semsearch.store.packed import PackedVectors, VectorBlock
@@ -131,27 +132,29 @@ class VectorReader:
                 lambda missing: read_places(self._conn, "id", missing),
             )
 
-    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int | str]]:
+    def text_keys(
+        self, ids: Sequence[int], from_vectors: bool = True
+    ) -> dict[int, tuple[int, int | str]]:
         """Chunk id → (file id, text key) of those of ``ids`` that exist; copies share a key.
-        From the vectors in memory (read first if need be) where the blocks know the texts
-        (:meth:`PackedVectors.text_keys`), else from the rows: the text's column owner when
-        a packed copy of it is alive, else its text hash."""
-        self.exact.refresh()
-        keys: dict[int, tuple[int, int | str]] = dict(self.exact.text_keys(ids))
-        rest = [i for i in ids if i not in keys]
-        if not rest:
-            return keys
-        places = self.chunk_places(rest)
-        owner: dict[str, int] = {}
-        if self.exact.knows_texts:  # a copy of a text in the blocks reads its column there
-            with self._lock:
-                members = read_places(self._conn, "text_hash", list({p.text_hash for p in places}))
-            packed = self.exact.text_keys([m.id for m in members])
-            for member in members:
-                if member.id in packed:
-                    owner[member.text_hash] = packed[member.id][1]
+        ``from_vectors`` (the vectors are read first if need be): a packed chunk's key is the
+        column it reads (:class:`Texts`, no row read), another chunk's the column of a packed
+        copy of its text where one is alive, else its text hash (as without ``from_vectors``)."""
+        texts = None
+        if from_vectors:
+            self.exact.refresh()
+            texts = self.exact.texts()
+        keys: dict[int, tuple[int, int | str]] = {}
+        if texts is not None:
+            keys.update(texts.keys(ids))
+        places = self.chunk_places([i for i in ids if i not in keys])
+        if texts is None or not places:
+            return {**keys, **hash_keys(places)}
+        with self._lock:  # a text in the blocks gives its column to its copies in the tail
+            members = read_places(self._conn, "text_hash", list({p.text_hash for p in places}))
+        packed = texts.keys([member.id for member in members])
+        column = {m.text_hash: packed[m.id][1] for m in members if m.id in packed}
         for place in places:
-            keys[place.id] = (place.file_id, owner.get(place.text_hash, place.text_hash))
+            keys[place.id] = (place.file_id, column.get(place.text_hash, place.text_hash))
         return keys
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:

@@ -629,10 +629,12 @@ class SqliteStore:
         (safe beside the lexical arm's thread)."""
         return self._vector_reader().chunk_places(ids)
 
-    def text_keys(self, ids: Sequence[int]) -> dict[int, tuple[int, int | str]]:
+    def text_keys(
+        self, ids: Sequence[int], from_vectors: bool = True
+    ) -> dict[int, tuple[int, int | str]]:
         """Chunk id → (file id, text key), copies sharing a key: from the vectors in memory
         where they are packed (no row read), through the vector arm's connection."""
-        return self._vector_reader().text_keys(ids)
+        return self._vector_reader().text_keys(ids, from_vectors)
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes (the ``chunks_text_hash`` index finds

@@ -51,6 +51,15 @@ def test_identifier_terms_split_camel_case_once_each() -> None:
     ]
 
 
+def test_identifier_terms_of_a_later_text_keep_words_met_before() -> None:
+    """Parts are kept per identifier across texts: a later chunk with the same names gets them
+    all again, and an identifier with ``_`` or of one part still adds nothing."""
+    first = identifier_terms("getValue(); HTTPServer")
+    assert identifier_terms("x = getValue() + plain_name + HTTPServer") == first
+    assert first == ["get", "value", "http", "server"]
+    assert identifier_terms("plain_name getvalue") == []
+
+
 def test_chunk_terms_join_path_and_identifiers() -> None:
     assert chunk_terms("src/retryPolicy.ts", "const maxRetries = 3") == (
         "retrypolicy retry policy src max retries"

@@ -237,7 +237,8 @@ def identifier_terms(text: str) -> list[str]:
 
 
 # Per identifier, cached: a chunk's identifiers are mostly ones met before (`self`, `data`,
-# `getValue`), and splitting each again was a fifth of the text pass (2.9M splits for 54k chunks).
+# `getValue`); on 10,940 chunks of curl, pydantic and tokio this function took 1.19 s splitting
+# each again, 0.31 s with the cache.
 @functools.lru_cache(maxsize=1 << 16)
 def _compound_parts(word: str) -> tuple[str, ...]:
     """What :func:`identifier_terms` adds for an identifier: its parts when it has several and

@@ -24,9 +24,10 @@ from semsearch.indexing import pipeline
 from semsearch.indexing.pipeline import EMBED_BATCH, FileEvent
 from semsearch.model.embedder import FloatMatrix, HashEmbedder
 from semsearch.store import open_store
+from semsearch.store.sqlite.schema import SCHEMA_VERSION
 from semsearch.text.chunking import chunk_text
 from tests.conftest import BACKENDS, write_tree
-from tests.docgen import write_docx
+from tests.docgen import write_docx, write_pdf
 
 
 @pytest.fixture(params=BACKENDS)
@@ -750,3 +751,145 @@ def test_documents_and_code_have_their_own_chunk_size(settings: Settings, tmp_pa
     for rel, lines_per_chunk in (("notes.md", 6), ("main.py", 12)):
         sizes = [r.end_line - r.start_line + 1 for r in rows if r.rel == rel]
         assert max(sizes) == lines_per_chunk, (rel, sizes)
+
+
+class TokenisingEmbedder(RecordingEmbedder):
+    """The recording embedder, keeping too every text the first pass tokenises to chunk it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokenised: list[str] = []
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        self.tokenised.append(text)
+        return super().token_spans(text)
+
+
+def chunk_places(index: Index, top: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Each file's chunks (lines, page, text) in order, by rel, of the folder named ``top``."""
+    places: dict[str, list[tuple[Any, ...]]] = {}
+    for row in sorted(all_chunks(index), key=lambda row: row.id):
+        if row.folder_name == top:
+            places.setdefault(row.rel, []).append(
+                (row.start_line, row.end_line, row.page, row.text)
+            )
+    return places
+
+
+def copies_tree(root: Path) -> Path:
+    """A code file, a Markdown file and a two-page PDF, each long enough for several chunks."""
+    write_tree(
+        root,
+        {
+            "pkg/x.py": "\n".join(long_file(80, seed="x", blank_every=0)) + "\n",
+            "docs/guide.md": "\n".join(long_file(80, seed="g")) + "\n",
+        },
+    )
+    write_pdf(root / "docs" / "paper.pdf", [" ".join(long_file(30, seed=f"p{n}")) for n in (1, 2)])
+    return root
+
+
+def test_a_copy_takes_the_chunks_stored_for_its_bytes_and_name(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A file whose bytes and name a stored file has is not tokenised again: it gets that file's
+    chunks, the same that chunking it would give, in the same run or a later one, and its FTS
+    rows (SQLite; LanceDB chunks every file). A file of the same bytes under another name, and
+    an edited copy, are chunked."""
+    embedder = TokenisingEmbedder()
+    index = Index(settings, embedder=embedder)
+    first, second = copies_tree(tmp_path / "rev1"), copies_tree(tmp_path / "rev2")
+    index.update([first, second])
+    fresh = chunk_places(index, "rev1")
+    assert len(fresh) == 3 and all(len(chunks) > 1 for chunks in fresh.values())
+    assert chunk_places(index, "rev2") == fresh
+    if settings.store_backend == "sqlite":  # rev2 came from the store
+        assert len(embedder.tokenised) == len(fresh) + 1  # the PDF's two pages
+    else:
+        assert len(embedder.tokenised) == 2 * (len(fresh) + 1)
+
+    embedder.tokenised.clear()
+    third = copies_tree(tmp_path / "rev3")
+    code = (third / "pkg" / "x.py").read_text()
+    (third / "pkg" / "y.py").write_text(code)  # the same bytes, another name
+    (third / "docs" / "guide.md").write_text("A new first line.\n" + code)
+    later = index.update([third])
+    assert later.chunks_embedded < later.total("chunks")
+    copied = chunk_places(index, "rev3")
+    assert copied["pkg/x.py"] == fresh["pkg/x.py"] == copied["pkg/y.py"]
+    assert copied["docs/paper.pdf"] == fresh["docs/paper.pdf"]
+    assert copied["docs/guide.md"] != fresh["docs/guide.md"]
+    tokenised = {code, "A new first line.\n" + code}
+    if settings.store_backend == "sqlite":
+        assert set(embedder.tokenised) == tokenised and len(embedder.tokenised) == 2
+        db = sqlite3.connect(settings.store_path)
+        rows = db.execute(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'w3x2'"
+        ).fetchone()[0]
+        held = db.execute("SELECT count(*) FROM chunks WHERE text LIKE '%w3x2%'").fetchone()[0]
+        db.close()
+        assert rows == held > 4  # x.py and y.py of each revision, and guide.md, all searchable
+    else:
+        assert tokenised < set(embedder.tokenised)
+    index.close()
+
+
+OFFSETS = "SELECT c.start_offset, c.end_offset FROM chunks c JOIN files x ON x.id = c.file_id"
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # LanceDB finds no file by its content
+def test_a_copy_whose_stored_chunks_no_longer_slice_it_is_chunked_afresh(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Stored chunks that do not lie where they say in the copy's text (as a newer extractor
+    could make them) are not taken: the copy is chunked; ``--force`` chunks every copy."""
+    embedder = TokenisingEmbedder()
+    index = Index(settings, embedder=embedder)
+    index.update([copies_tree(tmp_path / "rev1")])
+    fresh = chunk_places(index, "rev1")
+    db = sqlite3.connect(settings.store_path)
+    offsets = db.execute(f"{OFFSETS} WHERE x.rel = 'pkg/x.py' ORDER BY c.id").fetchall()
+    with db:  # the offsets of x.py's chunks, one character off
+        db.execute(
+            "UPDATE chunks SET start_offset = start_offset + 1 WHERE file_id ="
+            " (SELECT id FROM files WHERE rel = 'pkg/x.py')"
+        )
+    embedder.tokenised.clear()
+    index.update([copies_tree(tmp_path / "rev2")])
+    assert embedder.tokenised == [(tmp_path / "rev2" / "pkg" / "x.py").read_text()]
+    assert chunk_places(index, "rev2") == fresh
+    copy = db.execute(f"{OFFSETS} WHERE x.rel = 'pkg/x.py' ORDER BY c.id").fetchall()
+    db.close()
+    assert copy[len(offsets) :] == offsets  # rev1's shifted rows, then rev2's as chunked
+
+    embedder.tokenised.clear()
+    index.update([tmp_path / "rev2"], force=True)
+    assert len(embedder.tokenised) == len(fresh) + 1  # the PDF's two pages
+    assert chunk_places(index, "rev2") == fresh
+    index.close()
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # LanceDB finds no file by its content
+def test_an_index_from_before_version_8_finds_files_by_content_once_upgraded(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A version-7 file gains the index on file content when first opened for writing, and a
+    copy indexed then takes its chunks from the store."""
+    embedder = TokenisingEmbedder()
+    index = Index(settings, embedder=embedder)
+    index.update([copies_tree(tmp_path / "rev1")])
+    index.close()
+    db = sqlite3.connect(settings.store_path)
+    with db:
+        db.execute("DROP INDEX files_sha256")
+        db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+        db.execute("PRAGMA user_version = 7")
+    embedder.tokenised.clear()
+    index = Index(settings, embedder=embedder)
+    index.update([copies_tree(tmp_path / "rev2")])
+    index.close()
+    assert embedder.tokenised == []
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    indexes = db.execute("SELECT sql FROM sqlite_master WHERE name = 'files_sha256'").fetchall()
+    db.close()
+    assert indexes == [("CREATE INDEX files_sha256 ON files(sha256)",)]

@@ -185,6 +185,7 @@ class Indexer:
         self._has_model = False  # the store has recorded this embedder's model
         self.embedded = 0  # chunk texts embedded by this indexer (rel paths not counted)
         self.paths_embedded = 0  # rel paths of code files embedded (the path term's vectors)
+        self.files_copied = 0  # files that took a stored copy's chunks (see _copied)
 
     def embed_pending(self, folder_ids: Sequence[int] | None = None) -> int:
         """The second pass: embed the chunks that have no vector (of ``folder_ids``, else of
@@ -354,23 +355,42 @@ class Indexer:
         if extracted is None:
             self._record(run, entry, status, digest, reason, name)
             return
-        # An edited file is chunked to keep its old chunks where the text is unchanged, so only
-        # the chunks an edit touches are embedded again; --force chunks it afresh.
-        previous = []
-        if state is not None and state.status == "ok" and not force:
-            previous = self._store.chunk_texts(state.id)
-        self._chunk(run, entry, digest, extracted, name, previous)
+        records = () if force else self._copied(entry, digest, extracted)
+        if not records:
+            # An edited file is chunked to keep its old chunks where the text is unchanged, so
+            # only the chunks an edit touches are embedded again; --force chunks it afresh.
+            previous = []
+            if state is not None and state.status == "ok" and not force:
+                previous = self._store.chunk_texts(state.id)
+            records = self._records(extracted, previous, entry.rel)
+        self._add(run, entry, digest, extracted, name, records)
 
-    def _chunk(
+    def _copied(
+        self, entry: FileEntry, digest: str, extracted: Extracted
+    ) -> tuple[ChunkRecord, ...]:
+        """The chunks of a stored file with the same bytes and name (the same file in another
+        checkout, folder or vendored copy), when they still slice this text where they say:
+        tokenising and chunking took over half of a first pass over a tree of copies
+        (bench/RESULTS.md, session 27). () when there is none."""
+        records = self._store.copied_chunks(digest, entry.rel.rsplit("/", 1)[-1])
+        text, pages = extracted.text, extracted.pages
+        for record in records:
+            start, end = record.start_offset, record.end_offset
+            if text[start:end] != record.text or page_at(pages, start) != record.page:
+                return ()  # extracted otherwise now (a newer extractor): chunk it afresh
+        if records:
+            self.files_copied += 1
+        return records
+
+    def _add(
         self,
         run: _Run,
         entry: FileEntry,
         digest: str,
         extracted: Extracted,
         name: str,
-        previous: list[str],
+        records: tuple[ChunkRecord, ...],
     ) -> None:
-        records = self._records(extracted, previous, entry.rel)
         if not records:
             self._record(run, entry, "empty", digest, "no text", name)
             return

@@ -253,6 +253,11 @@ class Store(Protocol):
     def chunk_texts(self, file_id: int) -> list[str]:
         """The texts of one file's stored chunks, in order ([] for an unknown file)."""
 
+    def copied_chunks(self, sha256: str, name: str) -> tuple[ChunkRecord, ...]:
+        """The chunks of a stored ``ok`` file with these bytes (``sha256``) and this file name
+        (the last part of its rel), in order; () when there is none, or where the backend
+        cannot find files by content (LanceDB)."""
+
     def pending_texts(
         self, limit: int, folder_ids: Sequence[int] | None = None
     ) -> list[tuple[str, str]]:

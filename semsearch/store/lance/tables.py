@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from semsearch.store.base import (
+    ChunkRecord,
     ChunkRow,
     FileWrite,
     FloatArray,
@@ -458,6 +459,11 @@ class VectorColumns:
         flat = table["vector"].combine_chunks().flatten().to_numpy()
         matrix = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
         return dict(zip(table["text_hash"].to_pylist(), matrix, strict=True))
+
+    def copied_chunks(self, sha256: str, name: str) -> tuple[ChunkRecord, ...]:
+        """None: the files table has no index on content, and a scan per new file would make
+        an index run quadratic; every file is chunked."""
+        return ()
 
     def chunk_texts(self, file_id: int) -> list[str]:
         """The texts of one file's stored chunks, in order."""

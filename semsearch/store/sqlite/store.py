@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 7, ``PRAGMA user_version``)::
+On-disk format (schema version 8, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -18,7 +18,9 @@ On-disk format (schema version 7, ``PRAGMA user_version``)::
         path_vector: the embedding of rel (sqlite_rows.path_blob: a byte a component); empty
         for a file without one (a document), NULL until embedded;
         status: ok | empty | binary | too_large | error (files without chunks are remembered so
-        an unchanged one is not re-read)
+        an unchanged one is not re-read);
+        sha256: of the file's bytes, indexed (`files_sha256`): a new file whose bytes and name
+        an ok file has takes that file's chunks instead of being chunked again
     chunks(id INTEGER PRIMARY KEY AUTOINCREMENT, file_id -> files ON DELETE CASCADE, ord INTEGER,
            start_line INTEGER, end_line INTEGER, start_offset INTEGER, end_offset INTEGER,
            page INTEGER NULL, text TEXT, vector BLOB NULL, text_hash TEXT)
@@ -61,10 +63,11 @@ raises ``IndexDamagedError`` from any method (``schema.damage_problem`` says whi
 damage); ``store.repair`` checks it in full and sets it aside, never writing to it.
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
 and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors; version 5 had no
-vector blocks; version 6 no copy marks. Opening such a file migrates it (sqlite_schema.MIGRATIONS;
-a read-only version 3 file has no path vectors, a read-only version 5 file is searched from its
-rows, a read-only version 6 file scores every copy's FTS row); the next index run (``maintain``)
-packs its vectors.
+vector blocks; version 6 no copy marks; version 7 no index on sha256. Opening such a file
+migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors, a
+read-only version 5 file is searched from its rows, a read-only version 6 file scores every
+copy's FTS row, a read-only version 7 file finds no file by content, which only a writer asks);
+the next index run (``maintain``) packs its vectors.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyErro
 from semsearch.store.base import (
     COMMIT_KEY,
     ChunkPlace,
+    ChunkRecord,
     ChunkRow,
     FileRef,
     FileState,
@@ -431,6 +435,21 @@ class SqliteStore:
             "SELECT text FROM chunks WHERE file_id = ? ORDER BY ord", (file_id,)
         )
         return [text for (text,) in rows]
+
+    def copied_chunks(self, sha256: str, name: str) -> tuple[ChunkRecord, ...]:
+        """The chunks of a stored ok file with these bytes and this file name, in order."""
+        rows = self._conn.execute(
+            "SELECT id, rel FROM files WHERE sha256 = ? AND status = 'ok'", (sha256,)
+        )
+        source = next((i for i, rel in rows if listed_rel(rel).rsplit("/", 1)[-1] == name), None)
+        if source is None:
+            return ()
+        chunks = self._conn.execute(
+            "SELECT start_line, end_line, start_offset, end_offset, page, text FROM chunks"
+            " WHERE file_id = ? ORDER BY ord",
+            (source,),
+        )
+        return tuple(ChunkRecord(*row) for row in chunks)
 
     def pending_texts(
         self, limit: int, folder_ids: Sequence[int] | None = None

@@ -356,6 +356,21 @@ def test_token_spans_are_slices_of_the_original_text(text: str, pieces: list[str
     assert [text[start:end] for start, end in spans] == pieces
 
 
+def test_token_spans_of_many_texts_are_each_text_s_own(embedder: OnnxEmbedder) -> None:
+    """The first pass tokenises many files in one call: the same spans as one at a time."""
+    texts = [
+        "Hello, wörld 中文",
+        "",
+        "def parse_header(line):\n    return line.split(':')\n" * 40,
+        "café cafe\u0301 naïve 😀 a [SEP] b",
+    ]
+    expected = [embedder.token_spans(text) for text in texts]
+    assert embedder.token_spans_many(texts) == expected
+    assert embedder.token_spans_many(texts[2:3]) == expected[2:3]
+    assert embedder.token_spans_many([]) == []
+    assert HashEmbedder().token_spans_many(texts) == [HashEmbedder().token_spans(t) for t in texts]
+
+
 def test_hash_embedder_is_deterministic() -> None:
     first, second = HashEmbedder().embed(["same words"]), HashEmbedder().embed(["same words"])
     assert np.array_equal(first, second)

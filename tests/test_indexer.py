@@ -893,3 +893,40 @@ def test_an_index_from_before_version_8_finds_files_by_content_once_upgraded(
     indexes = db.execute("SELECT sql FROM sqlite_master WHERE name = 'files_sha256'").fetchall()
     db.close()
     assert indexes == [("CREATE INDEX files_sha256 ON files(sha256)",)]
+
+
+class BatchingEmbedder(HashEmbedder):
+    """The hashed embedder, keeping the texts of each call that tokenises several at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def token_spans_many(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        self.batches.append(list(texts))
+        return super().token_spans_many(texts)
+
+
+def test_the_first_pass_tokenises_files_together_in_bounded_calls(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Files are tokenised TOKENISE_FILES at a time, fewer once their bytes reach
+    TOKENISE_BYTES; each file once, blank ones not at all, and chunked as it is alone."""
+    tree = {f"m{n:03}.py": "\n".join(long_file(40, seed=str(n))) + "\n" for n in range(70)}
+    for n in range(5):  # over TOKENISE_BYTES together, each below maxFileSizeBytes
+        tree[f"big{n}.txt"] = f"word{n} " * (pipeline.TOKENISE_BYTES // 28)
+    tree["blank.md"] = "\n  \n"
+    embedder = BatchingEmbedder()
+    index = Index(settings, embedder=embedder)
+    index.update([write_tree(tmp_path / "tree", tree)])
+    batches = embedder.batches
+    assert sorted(text for batch in batches for text in batch) == sorted(
+        text for rel, text in tree.items() if rel != "blank.md"
+    )
+    assert len(batches) >= 3 and max(map(len, batches)) <= pipeline.TOKENISE_FILES
+    assert all(sum(map(len, batch[:-1])) < pipeline.TOKENISE_BYTES for batch in batches)
+    rows = sorted(all_chunks(index), key=lambda row: row.id)
+    for rel in ("m000.py", "m069.py"):
+        alone = chunk_text(tree[rel], HashEmbedder(), pipeline.IndexerSettings().chunking)
+        assert [chunk.text for chunk in alone] == [row.text for row in rows if row.rel == rel]
+    index.close()

@@ -22,7 +22,7 @@ import hashlib
 import itertools
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +42,10 @@ from semsearch.text.chunking import ChunkSettings, chunk_text
 from semsearch.text.lexical import name_text
 
 FLUSH_CHUNKS = 256  # chunks per first-pass write
+# Files read, then tokenised in one call, at a time in the first pass (the tokenizer spreads a
+# call's texts over the cores); bounded by bytes too, as token spans take ~28 bytes a character.
+TOKENISE_FILES = 32
+TOKENISE_BYTES = 1 << 20
 EMBED_BATCH = 384  # distinct texts per second-pass embedding call (their encodings take RSS)
 # A code file longer than this many characters is chunked without overlap (0: never). Issue 38
 # item 5, measured in bench/RESULTS.md.
@@ -149,6 +153,39 @@ class _Run:
     pending: list[FileWrite] = field(default_factory=list)
     pending_chunks: int = 0
     touches: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _File:
+    """A file the first pass has read and extracted, waiting for its chunks: a stored copy's
+    (``records``), else made by chunking it (``previous``: its chunk texts before an edit)."""
+
+    entry: FileEntry
+    digest: str
+    extracted: Extracted
+    records: tuple[ChunkRecord, ...]
+    previous: list[str]
+
+    def bounds(self) -> list[tuple[int, int]]:
+        """(start, end) of each page of the text (one page when it has none)."""
+        pages, end = self.extracted.pages, len(self.extracted.text)
+        return list(itertools.pairwise([*pages, end])) if pages else [(0, end)]
+
+    def pages(self) -> list[str]:
+        """The texts to tokenise: the pages with more than white space."""
+        text = self.extracted.text
+        return [text[start:end] for start, end in self.bounds() if text[start:end].strip()]
+
+
+class _Spans:
+    """A tokenizer answering with spans found before (of many texts at once), for the one text
+    they belong to (``chunk_text`` asks once)."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self._spans = spans
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return self._spans
 
 
 @dataclass(frozen=True)
@@ -315,6 +352,8 @@ class Indexer:
         )
 
     def _process(self, run: _Run, name: str, force: bool, max_files: int | None) -> bool:
+        window: list[tuple[FileEntry, FileState | None]] = []  # files to read, tokenised at once
+        held = 0  # their bytes
         for entry in run.listing.files:
             state = run.states.get(entry.rel)
             if not force and state is not None and _is_fresh(state, entry):
@@ -327,43 +366,65 @@ class Indexer:
                     self._emit(name, entry.rel, "skipped", run, reason)
                 continue
             if max_files is not None and run.processed >= max_files:
+                self._prepare(run, window, force, name)
                 return True
             run.processed += 1
-            self._prepare(run, entry, state, force, name)
-            if run.pending_chunks >= FLUSH_CHUNKS:
-                self._flush(run, name)
+            window.append((entry, state))
+            held += entry.size
+            if len(window) >= TOKENISE_FILES or held >= TOKENISE_BYTES:
+                self._prepare(run, window, force, name)
+                window, held = [], 0
+        self._prepare(run, window, force, name)
         return False
 
     def _prepare(
-        self, run: _Run, entry: FileEntry, state: FileState | None, force: bool, name: str
+        self,
+        run: _Run,
+        window: Sequence[tuple[FileEntry, FileState | None]],
+        force: bool,
+        name: str,
     ) -> None:
+        """Read the files, tokenise those to chunk in one call, and add their chunks."""
+        files = [self._read(run, entry, state, force, name) for entry, state in window]
+        read = [file for file in files if file is not None]
+        pages = [page for file in read if not file.records for page in file.pages()]
+        spans = iter(self._embedder.token_spans_many(pages))
+        for file in read:
+            records = file.records or self._records(file, spans)
+            self._add(run, file.entry, file.digest, file.extracted, name, records)
+            if run.pending_chunks >= FLUSH_CHUNKS:
+                self._flush(run, name)
+
+    def _read(
+        self, run: _Run, entry: FileEntry, state: FileState | None, force: bool, name: str
+    ) -> _File | None:
+        """The file read and extracted, with a stored copy's chunks when one has its bytes;
+        None when it yields no chunks to write (an error, no text, or unchanged bytes)."""
         try:
             data = read_file_bytes(entry, self._settings.ignore)
         except OSError as exc:
             self._record(run, entry, "error", None, read_failure(exc), name)
-            return
+            return None
         except ExtractError as exc:
             self._record(run, entry, "error", None, str(exc), name)
-            return
+            return None
         digest = hashlib.sha256(data).hexdigest()
         if not force and state is not None and state.sha256 == digest and state.status == "ok":
             run.touches.append((state.id, entry.mtime_ns))
             run.unchanged += 1
             self._emit(name, entry.rel, "touched", run)
-            return
+            return None
         extracted, status, reason = text_of(entry.rel, data, self._settings.max_text_size)
         if extracted is None:
             self._record(run, entry, status, digest, reason, name)
-            return
+            return None
         records = () if force else self._copied(entry, digest, extracted)
-        if not records:
-            # An edited file is chunked to keep its old chunks where the text is unchanged, so
-            # only the chunks an edit touches are embedded again; --force chunks it afresh.
-            previous = []
-            if state is not None and state.status == "ok" and not force:
-                previous = self._store.chunk_texts(state.id)
-            records = self._records(extracted, previous, entry.rel)
-        self._add(run, entry, digest, extracted, name, records)
+        # An edited file is chunked to keep its old chunks where the text is unchanged, so only
+        # the chunks an edit touches are embedded again; --force chunks it afresh.
+        previous = []
+        if not records and state is not None and state.status == "ok" and not force:
+            previous = self._store.chunk_texts(state.id)
+        return _File(entry, digest, extracted, records, previous)
 
     def _copied(
         self, entry: FileEntry, digest: str, extracted: Extracted
@@ -408,21 +469,24 @@ class Indexer:
         run.pending_chunks += len(records)
 
     def _records(
-        self, extracted: Extracted, previous: list[str], rel: str
+        self, file: _File, spans: Iterator[list[tuple[int, int]]]
     ) -> tuple[ChunkRecord, ...]:
         """Chunk the text; a paged document is chunked page by page so each chunk has one page.
-        ``previous``: the file's chunk texts before this change (see ``chunking.chunk_text``);
-        a document (``rel``: ``filetype.is_prose``) is chunked with ``document_chunking``."""
+        ``spans``: the token spans of the file's pages (:meth:`_File.pages`), next in line. The
+        file's previous chunk texts steer the chunk ends (see ``chunking.chunk_text``); a
+        document (``filetype.is_prose``) is chunked with ``document_chunking``."""
+        rel, extracted = file.entry.rel, file.extracted
         settings = self._settings.document_chunking if is_prose(rel) else self._settings.chunking
-        text, bounds = extracted.text, [*extracted.pages, len(extracted.text)]
+        text = extracted.text
         if LARGE_FILE_CHARS and not is_prose(rel) and len(text) > LARGE_FILE_CHARS:
             settings = replace(settings, overlap_tokens=0)
-        if not extracted.pages:
-            bounds = [0, len(text)]
         records: list[ChunkRecord] = []
-        for start, end in itertools.pairwise(bounds):
+        for start, end in file.bounds():
+            page = text[start:end]
+            if not page.strip():
+                continue
             line_shift = text.count("\n", 0, start)
-            chunks = chunk_text(text[start:end], self._embedder, settings, previous)
+            chunks = chunk_text(page, _Spans(next(spans)), settings, file.previous)
             for c in chunks:
                 records.append(
                     ChunkRecord(

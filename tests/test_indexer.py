@@ -826,11 +826,24 @@ def test_a_copy_takes_the_chunks_stored_for_its_bytes_and_name(
         rows = db.execute(
             "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'w3x2'"
         ).fetchone()[0]
-        held = db.execute("SELECT count(*) FROM chunks WHERE text LIKE '%w3x2%'").fetchone()[0]
+        texts = db.execute(
+            "SELECT count(DISTINCT text_hash) FROM chunks WHERE text LIKE '%w3x2%'"
+        ).fetchone()[0]
         db.close()
-        assert rows == held > 4  # x.py and y.py of each revision, and guide.md, all searchable
+        assert rows == texts == 2  # one row per text: x.py's chunk, rev3 guide.md's chunk
     else:
         assert tokenised < set(embedder.tokenised)
+    # every copy is found by the BM25 arm, over every folder or within one
+    found = {}
+    for folder in (None, "rev2", "rev3"):
+        hits = index.search("w3x2", k=50, mode="bm25", folder=folder, all_copies=True)
+        found[folder] = {(hit.folder, hit.rel) for hit in hits}
+    code_files = {
+        (rev, rel) for rev in ("rev1", "rev2", "rev3") for rel in ("pkg/x.py", "pkg/y.py")
+    }
+    assert found[None] >= code_files - {("rev1", "pkg/y.py"), ("rev2", "pkg/y.py")}
+    assert {("rev2", "pkg/x.py")} <= found["rev2"] == {p for p in found[None] if p[0] == "rev2"}
+    assert {("rev3", "pkg/y.py")} <= found["rev3"] == {p for p in found[None] if p[0] == "rev3"}
     index.close()
 
 

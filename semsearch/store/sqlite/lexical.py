@@ -19,16 +19,16 @@ first rows: FTS5's order, ties included, does not depend on the limit. An index 
 never asks deeper, and reads no more than asked (16 times deeper cost 1.5 ms of a warm hybrid
 search at 10k chunks).
 
-In an index that is mostly copies (chunks of one text, see ``search.copies``: a quarter of the
-rows or more, ``COPY_SHARE``), each text is scored once: the FTS rows of all its chunks but the
-lowest id carry ``schema.COPY_MARK``, and a query over every file leaves those rows out (``...
-NOT ss0copy0``), then puts each text's copies right after it (:class:`TextRows`). BM25 scores
-every matching row, so on a tree of ten checkouts this is a fraction of the work (a warm query
-at 1.2M chunks: 72-334 → 42-100 ms, what is left being FTS5 finding the rows). A text then
-ranks where its first chunk's row does, though its copies' rows differ in the words of their
-paths; below that share the saving is small and every row is scored as before (the license
-header atop every file of a repository changed one query of the 46-repo set when scored once).
-A query within some files reads every row, as the first chunk of a text may lie outside them.
+Each text is scored once. From schema 9 on only the first chunk of a text (its lowest id, see
+``search.copies``) has an FTS row: a query finds the texts, best first, and puts each text's
+copies right after it (:class:`TextRows`); a query within some files finds the texts that have a
+chunk in them and gives those chunks (:func:`read_lexical`). A text ranks where its first
+chunk's row does, though its copies differ in the words of their paths. On a tree of ten
+checkouts (1.2M chunks, 120k texts) FTS5 then walks a tenth of the postings: 8 queries took
+279 ms against 1,013 ms when the copies' rows were there, marked and left out (bench/RESULTS.md,
+session 27). A file of schema 7 or 8 (read-only: a writer upgrades it) still has its copies'
+rows, marked with ``schema.COPY_MARK``: a query over every file leaves them out (``... NOT
+ss0copy0``) when they are ``COPY_SHARE`` of the rows or more, and scores every row below that.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Protocol
 
-from semsearch.store.sqlite.schema import COPY_MARK
+from semsearch.store.sqlite.schema import COPY_MARK, FIRSTS_VERSION
 from semsearch.text.lexical import COLUMNS, LexicalQuery
 
 PRUNE_COMMON = True  # leave the words of half the rows or more out of a first query
@@ -48,7 +48,7 @@ _REMEMBERED = 10_000  # words whose counts are kept between writes, at most
 READ_AHEAD = 16
 _QUERIES_KEPT = 4  # queries whose rows are kept (a search asks one or two; the BM25 arm's again)
 _EXPANDED_AT_ONCE = 500  # texts whose copies one statement looks up
-COPY_SHARE = 0.25  # the share of marked rows from which each text is scored once
+COPY_SHARE = 0.25  # schema 7 and 8: the share of marked rows from which each text is scored once
 
 
 class CountSource(Protocol):
@@ -75,7 +75,9 @@ class LexicalReader:
         self._texts: dict[tuple[str, str], TextRows] = {}  # (FTS5 query, weights) → its texts
         self._deepened = False  # a query was asked again deeper: read the next ones ahead
         self._marked: bool | None = None  # whether COPY_SHARE of the rows are copies
-        self._chunks: int | None = None  # the chunk count of this generation
+        self._chunks: int | None = None  # the FTS rows of this generation
+        self._apart: bool | None = None  # copies have no FTS rows (schema 9 on)
+        self._copies: bool | None = None  # the index has copies
 
     def read(
         self, query: LexicalQuery, weights: str, limit: int, file_ids: Sequence[int] | None
@@ -93,17 +95,35 @@ class LexicalReader:
     def _ranked(
         self, match: str, weights: str, limit: int, file_ids: Sequence[int] | None
     ) -> list[int]:
-        """The first ``limit`` rows of the query: a text at a time when copies are marked and
-        every file counts, else :meth:`_rows`."""
-        if file_ids is not None or not self._mostly_copies():
+        """The first ``limit`` rows of the query: a text at a time when the index has copies and
+        every file counts (:class:`TextRows`), else :meth:`_rows`."""
+        if self._copies_apart():
+            if file_ids is not None or not self._has_copies():
+                return self._rows(match, weights, limit, file_ids)
+        elif file_ids is not None or not self._mostly_copies():
             return self._rows(match, weights, limit, file_ids)
         key = (match, weights)
         texts = self._texts.get(key)
         if texts is None:
             while len(self._texts) >= _QUERIES_KEPT:
                 del self._texts[next(iter(self._texts))]
-            texts = self._texts[key] = TextRows(self._conn, match, weights, self)
+            marked = not self._copies_apart()
+            texts = self._texts[key] = TextRows(self._conn, match, weights, self, marked)
         return texts.first(limit)
+
+    def _copies_apart(self) -> bool:
+        """Whether copies have no FTS rows (schema 9 on; a read-only older file has them)."""
+        if self._apart is None:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            self._apart = version >= FIRSTS_VERSION
+        return self._apart
+
+    def _has_copies(self) -> bool:
+        """Whether any chunk is a copy, asked once per generation."""
+        if self._copies is None:
+            found = self._conn.execute("SELECT EXISTS(SELECT 1 FROM copies)").fetchone()[0]
+            self._copies = bool(found)
+        return self._copies
 
     def deeper(self, limit: int) -> int:
         """How deep to read a query asked ``limit`` rows: ``READ_AHEAD`` times once a search
@@ -140,7 +160,8 @@ class LexicalReader:
             if kept is not None:
                 self.asked_deeper()
             deeper = self.deeper(limit)
-            kept = (read_lexical(self._conn, match, weights, deeper, file_ids), deeper)
+            texts = self._copies_apart() and file_ids is not None and self._has_copies()
+            kept = (read_lexical(self._conn, match, weights, deeper, file_ids, texts), deeper)
             while len(self._ahead) >= _QUERIES_KEPT:
                 del self._ahead[next(iter(self._ahead))]
             self._ahead[key] = kept
@@ -152,6 +173,7 @@ class LexicalReader:
         if generation != self._seen:
             self._seen, self._half, self._counts, self._ahead = generation, None, {}, {}
             self._texts, self._marked, self._chunks = {}, None, None
+            self._apart, self._copies = None, None
 
     def common(self, query: LexicalQuery) -> tuple[str, ...]:
         """The query's alternatives that match half the rows or more; none when the query has
@@ -175,10 +197,13 @@ class LexicalReader:
         return LexicalQuery(rare)
 
     def _chunk_count(self) -> int:
-        """The store's chunk count, asked once per generation (``count(*)`` walks an index:
-        ~10 ms at 1.2M chunks, 200 ms in a new connection)."""
+        """The FTS table's rows, asked once per generation: the store's chunk count, less the
+        copies where they have no row (``count(*)`` walks an index: ~10 ms at 1.2M chunks,
+        200 ms in a new connection)."""
         if self._chunks is None:
             self._chunks = self._source.chunk_count()
+            if self._copies_apart():
+                self._chunks -= self._conn.execute("SELECT count(*) FROM copies").fetchone()[0]
         return self._chunks
 
     def _matched(self, word: str) -> int:
@@ -205,13 +230,16 @@ class Depth(Protocol):
 
 
 class TextRows:
-    """One query's rows over every file, a text at a time: the rows not marked as copies, best
-    BM25 first, each followed by the other chunks of its text (by id). The texts are read once
-    and their copies looked up as far as asked, until the index changes."""
+    """One query's rows over every file, a text at a time: each text's first chunk, best BM25
+    first, followed by the other chunks of its text (by id). The texts are read once and their
+    copies looked up as far as asked, until the index changes. ``marked``: the copies have FTS
+    rows, marked (schema 7 and 8), which the query leaves out."""
 
-    def __init__(self, conn: sqlite3.Connection, match: str, weights: str, depth: Depth) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, match: str, weights: str, depth: Depth, marked: bool
+    ) -> None:
         self._conn = conn
-        self._match = f"({match}) NOT {COPY_MARK}"
+        self._match = f"({match}) NOT {COPY_MARK}" if marked else match
         self._weights = weights
         self._depth = depth
         self._texts: list[int] = []  # each text's first chunk, best first
@@ -230,7 +258,9 @@ class TextRows:
                     self._read = max(limit, 2 * self._read)
                 else:
                     self._read = self._depth.deeper(limit)
-                self._texts = read_lexical(self._conn, self._match, self._weights, self._read, None)
+                self._texts = read_lexical(
+                    self._conn, self._match, self._weights, self._read, None, False
+                )
                 if self._expanded == len(self._texts):
                     break
             batch = self._texts[self._expanded : self._expanded + _EXPANDED_AT_ONCE]
@@ -270,9 +300,12 @@ def read_lexical(
     weights: str,
     limit: int,
     file_ids: Sequence[int] | None,
+    texts: bool,
 ) -> list[int]:
     """Chunk ids matching an FTS5 query, best BM25 (column ``weights``) first, optionally
-    within files (through a temporary table of their ids)."""
+    within files (through a temporary table of their ids). ``texts``: copies have no FTS rows
+    (schema 9 on), so a query within files finds the texts that have a chunk in them, whichever
+    chunk holds the row, and gives each text's chunks in those files (by id)."""
     if file_ids is None:
         rows = conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -283,10 +316,31 @@ def read_lexical(
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed(id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.allowed")
     conn.executemany("INSERT INTO temp.allowed(id) VALUES (?)", ((i,) for i in file_ids))
-    rows = conn.execute(
-        "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-        " WHERE chunks_fts MATCH ? AND c.file_id IN (SELECT id FROM temp.allowed)"
+    allowed = "IN (SELECT id FROM temp.allowed)"
+    if not texts:
+        rows = conn.execute(
+            "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            f" WHERE chunks_fts MATCH ? AND c.file_id {allowed}"
+            f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
+            (match, limit),
+        )
+        return [r[0] for r in rows]
+    found = conn.execute(
+        "SELECT c.text_hash FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+        f" WHERE chunks_fts MATCH ? AND (c.file_id {allowed} OR EXISTS(SELECT 1 FROM chunks d"
+        f" WHERE d.text_hash = c.text_hash AND d.file_id {allowed}))"
         f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
         (match, limit),
-    )
-    return [r[0] for r in rows]
+    ).fetchall()
+    hashes = [text for (text,) in found]
+    places: dict[str, list[int]] = {}
+    for start in range(0, len(hashes), _EXPANDED_AT_ONCE):
+        part = hashes[start : start + _EXPANDED_AT_ONCE]
+        rows = conn.execute(
+            f"SELECT text_hash, id FROM chunks WHERE text_hash IN ({','.join('?' * len(part))})"
+            f" AND file_id {allowed} ORDER BY id",
+            part,
+        )
+        for text, cid in rows:
+            places.setdefault(text, []).append(cid)
+    return [cid for text in hashes for cid in places.get(text, [])][:limit]

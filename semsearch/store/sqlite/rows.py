@@ -315,11 +315,13 @@ def delete_files_where(conn: sqlite3.Connection, where: str, params: tuple[Any, 
     conn.execute(f"DELETE FROM files WHERE {where}", params)
 
 
-# A folder's chunks as chunks_fts rows, as the triggers write them (folder id bound).
+# A folder's chunks that have chunks_fts rows (each text's first, not in `copies`), as the
+# triggers write them (folder id bound).
 FTS_ROW = "rowid, text, terms, defines"
 FTS_VALUES = (
-    "c.id, c.text, ss_terms(x.rel, c.text, c.id IN (SELECT id FROM copies)), ss_defines(c.text)"
-    " FROM chunks c JOIN files x ON x.id = c.file_id WHERE x.folder_id = ?"
+    "c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)"
+    " FROM chunks c JOIN files x ON x.id = c.file_id"
+    " WHERE x.folder_id = ? AND c.id NOT IN (SELECT id FROM copies)"
 )
 
 

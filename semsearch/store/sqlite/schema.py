@@ -20,7 +20,7 @@ from semsearch.store.base import listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
 from semsearch.text.lexical import definitions, identifier_terms, name_text, path_terms
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_MS = 30_000
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -185,25 +185,61 @@ COPIES_SQL = (
 """
     + COPY_TRIGGERS_SQL
 )
-# The FTS rows of every chunk under the current rules (run when TERMS_VERSION changes, and by
-# the upgrade to version 7); FTS_SQL is version 2's, for the migrations before version 7.
-FTS_REBUILD_SQL = (
-    NEW_FTS_TABLE_SQL
-    + COPY_TRIGGERS_SQL
-    + f"""
-    INSERT INTO chunks_fts(rowid, text, terms, defines)
-        SELECT c.id, c.text, ss_terms(x.rel, c.text, {_IS_COPY.format("c")}), ss_defines(c.text)
-        FROM chunks c JOIN files x ON x.id = c.file_id;
-"""
-)
-
 # Version 8: files are found by their content. A new file whose bytes and name a stored file
 # has takes that file's chunks instead of being tokenised and chunked again (a tree of copies;
 # see Store.copied_chunks).
 FILES_BY_CONTENT_SQL = "CREATE INDEX IF NOT EXISTS files_sha256 ON files(sha256);"
 
-# Migration n takes the schema from version n to n + 1. FTS_SQL also runs again whenever the
-# stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data).
+# Version 9: only the first chunk of each text (the one not in `copies`) has an FTS row; copies
+# have none. BM25 scores each text once and its copies follow it (semsearch.store.sqlite.lexical);
+# a copy costs no full-text work when written (about three quarters of what a copied file cost
+# the first pass once its chunks come from the store), no FTS pages, and no postings for a
+# query to walk. When a text's first chunk goes, the lowest id left takes its FTS row. The
+# upgrade rebuilds the FTS rows (FTS_REBUILD_SQL) without the copies' rows and marks.
+FIRSTS_VERSION = 9
+_IS_FIRST = "{0}.id NOT IN (SELECT id FROM copies)"
+FIRSTS_TRIGGERS_SQL = f"""
+    DROP TRIGGER IF EXISTS chunks_ai;
+    DROP TRIGGER IF EXISTS chunks_ad;
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO copies(id) SELECT new.id WHERE EXISTS(
+            SELECT 1 FROM chunks WHERE text_hash = new.text_hash AND id != new.id);
+        INSERT INTO chunks_fts(rowid, text, terms, defines)
+            SELECT new.id, new.text,
+                ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),
+                ss_defines(new.text)
+            WHERE {_IS_FIRST.format("new")};
+    END;
+    CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, text, terms, defines)
+            SELECT 'delete', old.id, old.text,
+                ss_terms((SELECT rel FROM files WHERE id = old.file_id), old.text),
+                ss_defines(old.text)
+            WHERE {_IS_FIRST.format("old")};
+        DELETE FROM copies WHERE id = old.id;
+        INSERT INTO chunks_fts(rowid, text, terms, defines)
+            SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
+            FROM chunks c JOIN files x ON x.id = c.file_id
+            WHERE c.id = (SELECT id FROM (SELECT {_FIRST_LEFT}));
+        DELETE FROM copies WHERE id = (SELECT id FROM (SELECT {_FIRST_LEFT}));
+    END;
+"""
+# The FTS rows of every text's first chunk under the current rules (run when TERMS_VERSION
+# changes, and by the upgrade to version 9); FTS_SQL is version 2's, for the migrations before
+# version 7, and COPY_TRIGGERS_SQL version 7's.
+FTS_REBUILD_SQL = (
+    NEW_FTS_TABLE_SQL
+    + FIRSTS_TRIGGERS_SQL
+    + f"""
+    INSERT INTO chunks_fts(rowid, text, terms, defines)
+        SELECT c.id, c.text, ss_terms(x.rel, c.text), ss_defines(c.text)
+        FROM chunks c JOIN files x ON x.id = c.file_id WHERE {_IS_FIRST.format("c")};
+"""
+)
+
+# Migration n takes the schema from version n to n + 1. FTS_REBUILD_SQL also runs whenever the
+# stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data), and
+# for a file before version 9.
 MIGRATIONS: tuple[str, ...] = (
     TABLES_SQL,
     FTS_SQL,
@@ -213,6 +249,7 @@ MIGRATIONS: tuple[str, ...] = (
     PACKED_VECTORS_SQL,
     COPIES_SQL,
     FILES_BY_CONTENT_SQL,
+    FIRSTS_TRIGGERS_SQL,  # and FTS_REBUILD_SQL, for any file before version 9
 )
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request

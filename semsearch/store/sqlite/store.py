@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 8, ``PRAGMA user_version``)::
+On-disk format (schema version 9, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -44,14 +44,14 @@ On-disk format (schema version 8, ``PRAGMA user_version``)::
         every chunk of a text but the one of lowest id (triggers keep it so)
     vector_gone(id INTEGER PRIMARY KEY)
         packed chunks deleted since their block was written (trigger ``chunks_packed_ad``)
-    chunks_fts: contentless FTS5 table, rowid = chunk id, columns `text` (the chunk text),
-        `terms` (path and split-identifier words) and `defines` (names the chunk defines; see
-        text/lexical.py; a copy's `terms` end with the word ``schema.COPY_MARK``, so that the BM25
-        arm can score one row per text), tokenizer `porter unicode61 remove_diacritics 2`.
-        Triggers keep it in step with `chunks`; they call the SQL functions
-        `ss_terms(rel, text, is_copy)` and `ss_defines(text)`, which every connection of
-        semsearch registers (a connection without them cannot write chunks, rather than corrupt
-        the FTS index).
+    chunks_fts: contentless FTS5 table, rowid = chunk id, one row per text: the first chunk
+        of each text (not in `copies`) has one, copies none (the BM25 arm scores a text once
+        and lists its copies after it). Columns `text` (the chunk text), `terms` (path and
+        split-identifier words) and `defines` (names the chunk defines; see text/lexical.py),
+        tokenizer `porter unicode61 remove_diacritics 2`. Triggers keep it in step with
+        `chunks`; they call the SQL functions `ss_terms(rel, text)` and `ss_defines(text)`,
+        which every connection of semsearch registers (a connection without them cannot write
+        chunks, rather than corrupt the FTS index).
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
@@ -63,10 +63,11 @@ raises ``IndexDamagedError`` from any method (``schema.damage_problem`` says whi
 damage); ``store.repair`` checks it in full and sets it aside, never writing to it.
 Version 1 had an external-content FTS5 table over `text` alone; version 2 had `vector` NOT NULL
 and no `text_hash`; version 3 no `path_vector`; version 4 wrote float32 vectors; version 5 had no
-vector blocks; version 6 no copy marks; version 7 no index on sha256. Opening such a file
-migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file has no path vectors, a
-read-only version 5 file is searched from its rows, a read-only version 6 file scores every
-copy's FTS row, a read-only version 7 file finds no file by content, which only a writer asks);
+vector blocks; version 6 no `copies` and an FTS row per chunk; versions 7 and 8 an FTS row per
+chunk too, a copy's `terms` ending with the word ``schema.COPY_MARK``; version 7 no index on
+sha256. Opening such a file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file
+has no path vectors, a read-only version 5 file is searched from its rows, a read-only version 6
+file scores every copy's FTS row, a read-only version 7 or 8 file leaves its marked rows out);
 the next index run (``maintain``) packs its vectors.
 """
 
@@ -126,7 +127,7 @@ from semsearch.store.sqlite.rows import (
 )
 from semsearch.store.sqlite.schema import (
     AUTO_VACUUM_INCREMENTAL,
-    COPIES_VERSION,
+    FIRSTS_VERSION,
     FTS_REBUILD_SQL,
     MIGRATIONS,
     NO_PATH_VECTORS_VERSION,
@@ -214,9 +215,9 @@ class SqliteStore:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
             # Stale FTS columns are rebuilt whether or not the schema moves too (meta exists
-            # from version 1 on); so are those of a file before version 7, which marks copies.
+            # from version 1 on); so are those of a file before version 9, whose copies have rows.
             stale = version >= 1 and (
-                self.meta("terms_version") != TERMS_VERSION or version < COPIES_VERSION
+                self.meta("terms_version") != TERMS_VERSION or version < FIRSTS_VERSION
             )
             if stale:
                 steps.append(FTS_REBUILD_SQL)

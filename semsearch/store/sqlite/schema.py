@@ -56,14 +56,25 @@ TRIGGERS_SQL = """
     END;
 """
 
-# The contentless FTS5 table, dropped and made anew with no row (versions 2 and 7).
-NEW_FTS_TABLE_SQL = """
+_DROP_CHUNK_TRIGGERS = """
     DROP TRIGGER IF EXISTS chunks_ai;
     DROP TRIGGER IF EXISTS chunks_ad;
+"""
+# How the insert trigger notes a copy (version 7 on): its text is stored already.
+_NOTE_COPY = """
+        INSERT INTO copies(id) SELECT new.id WHERE EXISTS(
+            SELECT 1 FROM chunks WHERE text_hash = new.text_hash AND id != new.id);
+"""
+
+# The contentless FTS5 table, dropped and made anew with no row (versions 2 and 7).
+NEW_FTS_TABLE_SQL = (
+    _DROP_CHUNK_TRIGGERS
+    + """
     DROP TABLE IF EXISTS chunks_fts;
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
         text, terms, defines, content='', tokenize='porter unicode61 remove_diacritics 2');
 """
+)
 
 FTS_SQL = (
     NEW_FTS_TABLE_SQL
@@ -146,12 +157,8 @@ _FIRST_LEFT = (  # the chunk that stands for old's text once old is gone, if it 
     "(SELECT min(id) FROM chunks WHERE text_hash = old.text_hash) AS id"
     " WHERE id IN (SELECT id FROM copies)"
 )
-COPY_TRIGGERS_SQL = f"""
-    DROP TRIGGER IF EXISTS chunks_ai;
-    DROP TRIGGER IF EXISTS chunks_ad;
-    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-        INSERT INTO copies(id) SELECT new.id WHERE EXISTS(
-            SELECT 1 FROM chunks WHERE text_hash = new.text_hash AND id != new.id);
+COPY_TRIGGERS_SQL = f"""{_DROP_CHUNK_TRIGGERS}
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN{_NOTE_COPY}
         INSERT INTO chunks_fts(rowid, text, terms, defines) VALUES (new.id, new.text,
             ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text,
                 {_IS_COPY.format("new")}),
@@ -198,12 +205,8 @@ FILES_BY_CONTENT_SQL = "CREATE INDEX IF NOT EXISTS files_sha256 ON files(sha256)
 # upgrade rebuilds the FTS rows (FTS_REBUILD_SQL) without the copies' rows and marks.
 FIRSTS_VERSION = 9
 _IS_FIRST = "{0}.id NOT IN (SELECT id FROM copies)"
-FIRSTS_TRIGGERS_SQL = f"""
-    DROP TRIGGER IF EXISTS chunks_ai;
-    DROP TRIGGER IF EXISTS chunks_ad;
-    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-        INSERT INTO copies(id) SELECT new.id WHERE EXISTS(
-            SELECT 1 FROM chunks WHERE text_hash = new.text_hash AND id != new.id);
+FIRSTS_TRIGGERS_SQL = f"""{_DROP_CHUNK_TRIGGERS}
+    CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN{_NOTE_COPY}
         INSERT INTO chunks_fts(rowid, text, terms, defines)
             SELECT new.id, new.text,
                 ss_terms((SELECT rel FROM files WHERE id = new.file_id), new.text),

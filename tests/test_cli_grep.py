@@ -268,14 +268,19 @@ def test_ctrl_c_stops_grep_and_its_child_at_once(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "r", {"long.txt": "a" * 5000 + "!\n"})
     argv = [sys.executable, "-m", "semsearch", "grep", "(a+)+$", str(root)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-    deadline = time.monotonic() + 60
-    while not children.read_text().split():  # the grep child, matching without a deadline
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
-    (child,) = map(int, children.read_text().split())
-    time.sleep(1.0)  # the child is matching by now
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    assert (proc.returncode, out, err) == (130, b"", b"")
-    assert not is_running(child)
+    try:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = time.monotonic() + 60
+        while not children.read_text().split():  # the grep child, matching without a deadline
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        (child,) = map(int, children.read_text().split())
+        time.sleep(1.0)  # the child is matching by now
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert (proc.returncode, out, err) == (130, b"", b"")
+        assert not is_running(child)
+    finally:  # a failure must not leave the child matching forever (it takes a core)
+        if proc.poll() is None:
+            proc.kill()  # the child follows it (PR_SET_PDEATHSIG)
+            proc.wait()

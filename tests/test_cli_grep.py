@@ -267,7 +267,14 @@ def test_cat_in_a_folder_indexed_but_not_configured_says_how_to_allow_it(
 def test_ctrl_c_stops_grep_and_its_child_at_once(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "r", {"long.txt": "a" * 5000 + "!\n"})
     argv = [sys.executable, "-m", "semsearch", "grep", "(a+)+$", str(root)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # as a terminal's foreground job gets it: pytest started in the background by a shell
+    # without job control (`make test &`) ignores SIGINT, and a child inherits that
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
         deadline = time.monotonic() + 60

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from semsearch.text import lexical
 from semsearch.text.lexical import (
+    chunk_defines,
     chunk_terms,
     definitions,
     identifier_terms,
     lexical_query,
+    name_text,
     path_terms,
     query_words,
     split_identifier,
@@ -228,3 +233,51 @@ def test_definitions_in_each_language(line: str, names: list[str]) -> None:
 )
 def test_query_words_are_the_words_to_point_out(query: str, words: list[str]) -> None:
     assert query_words(query) == words
+
+
+CODE_PIECES = (
+    *("def ", "class ", "fn ", "struct ", "typedef ", "#define ", "export const ", "int "),
+    *("parseHeader", "HTTPServer", "x_y", "Foo::Bar", "<T>", "$v", "é", "\ud800"),
+    *("(", ")", " {", "}", " = ", ";", ":", "*", "\n", "\t", "    "),
+)
+
+
+@given(
+    pieces=st.lists(st.sampled_from(CODE_PIECES), max_size=40),
+    rel=st.sampled_from(["", "a", "_", "src/HttpClient.py", "x/y/z/w/parseURL.ts", "n\udcffé.c"]),
+)
+def test_the_columns_from_the_memo_are_the_rules_applied_afresh(
+    pieces: list[str], rel: str
+) -> None:
+    """``chunk_terms`` and ``chunk_defines`` (asked once, then from the memo) are the path's
+    words then the identifiers' parts, and the defined names, as derived from scratch."""
+    text = "".join(pieces)
+    terms = " ".join([*path_terms(name_text(rel)), *identifier_terms(text)])
+    for _ in range(2):
+        assert chunk_terms(rel, text) == terms
+        assert chunk_defines(text) == " ".join(definitions(text))
+
+
+def test_the_memo_of_derived_columns_keeps_the_texts_seen_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    derived: list[str] = []
+
+    def counted(text: str) -> list[str]:
+        derived.append(text)
+        return definitions(text)
+
+    monkeypatch.setattr(lexical, "definitions", counted)
+    memo = lexical.TextColumns(3)
+    texts = [f"def name{n}(self):\n    return fetchValue{n}()\n" for n in range(10)]
+    for text in texts:
+        memo(text)
+    memo(texts[7])  # seen again: kept over 8 and 9 when a new text comes
+    memo("def other(): pass\n")
+    assert len(memo) == 3 and len(derived) == 11
+    derived.clear()
+    memo(texts[7]), memo(texts[9])
+    assert derived == []
+    for text in texts:
+        assert memo(text) == (" ".join(definitions(text)), " ".join(identifier_terms(text)))
+    assert len(memo) == 3 and len(derived) == 10

@@ -5,13 +5,16 @@ for it that the text does not spell out: the file's stem and folders, and identi
 words: ``parseHeaderLine`` → ``parse header line``) and ``defines`` (the names the chunk defines,
 see :func:`definitions`). Identifiers stay whole in ``text``, so an exact identifier still matches
 exactly. The columns are derived from the chunk text and its path by :func:`chunk_terms` and
-:func:`definitions`, which must stay deterministic: the index deletes FTS rows by recomputing
+:func:`chunk_defines`, which must stay deterministic: the index deletes FTS rows by recomputing
 them (bump ``TERMS_VERSION`` when they change).
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -258,8 +261,56 @@ def name_text(rel: str) -> str:
 
 
 def chunk_terms(rel: str, text: str) -> str:
-    """The ``terms`` column of a chunk."""
-    return " ".join([*path_terms(name_text(rel)), *identifier_terms(text)])
+    """The ``terms`` column of a chunk: the words of its path, then its identifiers' parts."""
+    path, words = _path_words(name_text(rel)), _text_columns(text)[1]
+    return f"{path} {words}" if path and words else path or words
+
+
+def chunk_defines(text: str) -> str:
+    """The ``defines`` column of a chunk: :func:`definitions`, space-separated."""
+    return _text_columns(text)[0]
+
+
+@functools.lru_cache(maxsize=256)  # a file's chunks come one after another
+def _path_words(rel: str) -> str:
+    return " ".join(path_terms(rel))
+
+
+# The derived columns of a text, by the BLAKE2b-128 digest of the text: a tree of copies (many
+# checkouts, vendored packages) writes each text many times, and deriving `defines` and the
+# identifier terms took ~25 % of a first pass over three copies of curl, pydantic and tokio
+# (bench/RESULTS.md, session 27). The SQLite triggers also derive one text's columns several
+# times in a row when its first chunk goes (its delete, then the next chunk's insert). Least
+# recently used first out; ~350 bytes a text (most texts define a name or two), so ~45 MB full.
+MEMO_TEXTS = 1 << 17
+
+
+class TextColumns:
+    """(defines, identifier terms) of texts, by digest, for the last ``size`` texts."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._memo: collections.OrderedDict[bytes, tuple[str, str]] = collections.OrderedDict()
+
+    def __call__(self, text: str) -> tuple[str, str]:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = self._memo.get(key)
+        if found is not None:
+            with contextlib.suppress(KeyError):  # another thread may have evicted it
+                self._memo.move_to_end(key)
+            return found
+        columns = (" ".join(definitions(text)), " ".join(identifier_terms(text)))
+        self._memo[key] = columns
+        while len(self._memo) > self._size:
+            with contextlib.suppress(KeyError):
+                self._memo.popitem(last=False)
+        return columns
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+_text_columns = TextColumns(MEMO_TEXTS)
 
 
 COLUMNS = ("text", "terms", "defines")  # the lexical columns of every backend

@@ -24,7 +24,7 @@ from semsearch.store.base import (
     text_hash,
 )
 from semsearch.store.lance.cache import ReadCache
-from semsearch.text.lexical import chunk_terms, definitions
+from semsearch.text.lexical import chunk_defines, chunk_terms
 
 T = TypeVar("T")
 
@@ -136,7 +136,7 @@ def chunk_rows(
         "page": pa.array([c.page for c in chunks], pa.int32()),
         "text": pa.array([c.text for c in chunks], pa.string()),
         "terms": pa.array([chunk_terms(write.rel, c.text) for c in chunks], pa.string()),
-        "defines": pa.array([" ".join(definitions(c.text)) for c in chunks], pa.string()),
+        "defines": pa.array([chunk_defines(c.text) for c in chunks], pa.string()),
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
         "text_hash": pa.array([text_hash(c.text) for c in chunks], pa.string()),
         "has_vector": pa.array(has_vector, pa.bool_()),
@@ -203,7 +203,7 @@ def retagged(table: pa.Table, files: dict[int, dict[str, Any]]) -> pa.Table:
         {
             "id": table["id"],
             "terms": [chunk_terms(rel, r["text"]) for rel, r in zip(rels, rows, strict=True)],
-            "defines": [" ".join(definitions(r["text"])) for r in rows],
+            "defines": [chunk_defines(r["text"]) for r in rows],
         }
     )
 

@@ -5,10 +5,6 @@ The format itself is described in :mod:`semsearch.store.sqlite.store`.
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import functools
-import hashlib
 import re
 import shutil
 import sqlite3
@@ -18,7 +14,7 @@ from pathlib import Path
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
 from semsearch.store.base import listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
-from semsearch.text.lexical import definitions, identifier_terms, name_text, path_terms
+from semsearch.text.lexical import chunk_defines, chunk_terms
 
 SCHEMA_VERSION = 9
 BUSY_TIMEOUT_MS = 30_000
@@ -347,58 +343,14 @@ def _configured(target: str, uri: bool) -> sqlite3.Connection:
     return conn
 
 
-# The FTS columns a text gives, by the BLAKE2b-128 digest of the text: a tree of copies (many
-# checkouts, vendored packages) writes each text many times, and deriving `defines` and the
-# identifier terms took ~25 % of a first pass over three copies of curl, pydantic and tokio
-# (bench/RESULTS.md, session 27). The triggers also derive one text's columns several times in
-# a row when its first chunk goes (its delete, then the next chunk's delete and insert). Least
-# recently used first out; ~350 bytes a text (most texts define a name or two), so ~45 MB full.
-MEMO_TEXTS = 1 << 17
-
-
-class _TextColumns:
-    """(defines, identifier terms) of texts, by digest, for the last MEMO_TEXTS texts."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._memo: collections.OrderedDict[bytes, tuple[str, str]] = collections.OrderedDict()
-
-    def __call__(self, text: str) -> tuple[str, str]:
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        found = self._memo.get(key)
-        if found is not None:
-            with contextlib.suppress(KeyError):  # another thread may have evicted it
-                self._memo.move_to_end(key)
-            return found
-        columns = (" ".join(definitions(text)), " ".join(identifier_terms(text)))
-        self._memo[key] = columns
-        while len(self._memo) > self._size:
-            with contextlib.suppress(KeyError):
-                self._memo.popitem(last=False)
-        return columns
-
-    def __len__(self) -> int:
-        return len(self._memo)
-
-
-_text_columns = _TextColumns(MEMO_TEXTS)
-
-
 def _defines(text: str) -> str:
-    return _text_columns(text)[0]
-
-
-@functools.lru_cache(maxsize=256)  # a file's chunks come one after another
-def _path_terms(rel: str) -> str:
-    return " ".join(path_terms(name_text(listed_rel(rel))))
+    return chunk_defines(text)
 
 
 def _terms(rel: str | None, text: str) -> str:
-    """``lexical.chunk_terms(listed_rel(rel), text)``, its text part from the memo."""
     if rel is None:  # the file row must still exist when its chunks are written or deleted
         raise ValueError("chunk without a file row")
-    path, words = _path_terms(rel), _text_columns(text)[1]
-    return f"{path} {words}" if path and words else path or words
+    return chunk_terms(listed_rel(rel), text)
 
 
 def _marked_terms(rel: str | None, text: str, is_copy: int) -> str:

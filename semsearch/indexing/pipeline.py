@@ -18,11 +18,12 @@ texts in either pass.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -166,15 +167,13 @@ class _File:
     records: tuple[ChunkRecord, ...]
     previous: list[str]
 
-    def bounds(self) -> list[tuple[int, int]]:
-        """(start, end) of each page of the text (one page when it has none)."""
-        pages, end = self.extracted.pages, len(self.extracted.text)
-        return list(itertools.pairwise([*pages, end])) if pages else [(0, end)]
-
-    def pages(self) -> list[str]:
-        """The texts to tokenise: the pages with more than white space."""
-        text = self.extracted.text
-        return [text[start:end] for start, end in self.bounds() if text[start:end].strip()]
+    @functools.cached_property
+    def pages(self) -> list[tuple[int, int]]:
+        """(start, end) of each page of the text with more than white space (the whole text
+        when it has no pages): what is tokenised and chunked."""
+        text, pages = self.extracted.text, self.extracted.pages
+        bounds = itertools.pairwise([*pages, len(text)]) if pages else [(0, len(text))]
+        return [(start, end) for start, end in bounds if text[start:end].strip()]
 
 
 class _Spans:
@@ -387,10 +386,13 @@ class Indexer:
         """Read the files, tokenise those to chunk in one call, and add their chunks."""
         files = [self._read(run, entry, state, force, name) for entry, state in window]
         read = [file for file in files if file is not None]
-        pages = [page for file in read if not file.records for page in file.pages()]
-        spans = iter(self._embedder.token_spans_many(pages))
+        chunked = [file for file in read if not file.records]
+        texts = [file.extracted.text[a:b] for file in chunked for a, b in file.pages]
+        spans = iter(self._embedder.token_spans_many(texts))
         for file in read:
-            records = file.records or self._records(file, spans)
+            records = file.records
+            if not records:
+                records = self._records(file, [next(spans) for _ in file.pages])
             self._add(run, file.entry, file.digest, file.extracted, name, records)
             if run.pending_chunks >= FLUSH_CHUNKS:
                 self._flush(run, name)
@@ -468,11 +470,9 @@ class Indexer:
         run.pending.append(write)
         run.pending_chunks += len(records)
 
-    def _records(
-        self, file: _File, spans: Iterator[list[tuple[int, int]]]
-    ) -> tuple[ChunkRecord, ...]:
+    def _records(self, file: _File, spans: list[list[tuple[int, int]]]) -> tuple[ChunkRecord, ...]:
         """Chunk the text; a paged document is chunked page by page so each chunk has one page.
-        ``spans``: the token spans of the file's pages (:meth:`_File.pages`), next in line. The
+        ``spans``: the token spans of each of the file's pages (:attr:`_File.pages`). The
         file's previous chunk texts steer the chunk ends (see ``chunking.chunk_text``); a
         document (``filetype.is_prose``) is chunked with ``document_chunking``."""
         rel, extracted = file.entry.rel, file.extracted
@@ -481,12 +481,9 @@ class Indexer:
         if LARGE_FILE_CHARS and not is_prose(rel) and len(text) > LARGE_FILE_CHARS:
             settings = replace(settings, overlap_tokens=0)
         records: list[ChunkRecord] = []
-        for start, end in file.bounds():
-            page = text[start:end]
-            if not page.strip():
-                continue
+        for (start, end), page_spans in zip(file.pages, spans, strict=True):
             line_shift = text.count("\n", 0, start)
-            chunks = chunk_text(page, _Spans(next(spans)), settings, file.previous)
+            chunks = chunk_text(text[start:end], _Spans(page_spans), settings, file.previous)
             for c in chunks:
                 records.append(
                     ChunkRecord(

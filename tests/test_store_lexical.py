@@ -47,7 +47,7 @@ def corpus() -> list[str]:
 
 
 def whole(conn: sqlite3.Connection, query: LexicalQuery, limit: int) -> list[int]:
-    return read_lexical(conn, query.fts5(), BM25_WEIGHTS, limit, None, False)
+    return read_lexical(conn, query.fts5(), BM25_WEIGHTS, limit, None)
 
 
 def traced(conn: sqlite3.Connection, ask: Callable[[], list[int]]) -> tuple[list[int], list[str]]:

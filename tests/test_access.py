@@ -44,7 +44,7 @@ def alarm() -> Iterator[None]:
 
 
 def entry_for(path: Path, rel: str) -> FileEntry:
-    return FileEntry(rel, path, 0, 0)
+    return FileEntry(rel, str(path), 0, 0)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from semsearch.files.filetype import (
     BINARY_EXTENSIONS,
+    extension_of,
     is_binary_content,
     is_document,
     is_prose,
@@ -13,6 +18,29 @@ from semsearch.files.filetype import (
     minified_reason,
     skipped_kind,
 )
+
+
+@given(st.lists(st.sampled_from(["a", "B", ".", "/", " ", "é", "\udcff"]), max_size=12))
+def test_extension_of_is_splitexts_lower_cased(parts: list[str]) -> None:
+    """The listing's own extension rule agrees with ``os.path.splitext`` on any name: dots
+    leading a component start no extension, a dot before the last "/" none either."""
+    name = "".join(parts)
+    assert extension_of(name) == os.path.splitext(name)[1].lower()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("a/b.TXT", ".txt"),
+        (".bashrc", ""),
+        ("..x", ""),
+        ("a.b/c", ""),
+        ("x.", "."),
+        ("a/.x.y", ".y"),
+    ],
+)
+def test_extension_of_examples(name: str, expected: str) -> None:
+    assert extension_of(name) == expected
 
 
 def test_binary_extensions_table() -> None:

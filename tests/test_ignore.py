@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -12,8 +13,11 @@ import pytest
 from semsearch.cli.commands import main
 from semsearch.config import load_settings
 from semsearch.errors import ConfigError
+from semsearch.files.gitignore import PatternList
 from semsearch.files.ignore import (
     DEFAULT_SETTINGS,
+    SECRET_PATTERNS,
+    SECRET_TEMPLATES,
     IgnoreRules,
     IgnoreSettings,
     secret_pattern,
@@ -113,6 +117,33 @@ def test_secret_pattern(rel: str, expected: str | None) -> None:
     assert secret_pattern(rel) == expected
 
 
+_ALL_SECRETS = PatternList.parse(
+    [pattern if "/" not in pattern else "**/" + pattern for pattern in SECRET_PATTERNS],
+    ignore_case=True,
+)
+_SECRET_PIECES = sorted(
+    {re.sub(r"[*?]", "x", part) for pattern in SECRET_PATTERNS for part in pattern.split("/")}
+    | {"src", "K", "\u212a", "İ", "\udcff"}  # the Kelvin sign, a dotted I, a raw byte
+)
+
+
+@pytest.mark.parametrize("end", sorted({*SECRET_PATTERNS, *SECRET_TEMPLATES, *_SECRET_PIECES}))
+def test_secret_pattern_matches_the_whole_list_on_any_path(end: str) -> None:
+    """secret_pattern matches the whole path only when the file's name ends a pattern with a
+    "/": the answer is the one of matching every pattern against the path, always."""
+    folders = ([], ["src"], ["gh"], [".aws", "x"], ["home", ".kube"], ["\udcff", "gcloud"])
+    for before, suffix, upper in itertools.product(folders, ("", "x", ".bak"), (False, True)):
+        rel = "/".join([*before, re.sub(r"[*?]", "x", end) + suffix])
+        rel = rel.upper() if upper else rel
+        assert secret_pattern(rel) == _secret_by_the_whole_list(rel), rel
+
+
+def _secret_by_the_whole_list(rel: str) -> str | None:
+    found = _ALL_SECRETS.last_match(rel)
+    name = rel.rsplit("/", 1)[-1].lower()
+    return None if found is None or name in SECRET_TEMPLATES else SECRET_PATTERNS[found.line]
+
+
 def test_secret_reason_and_its_opt_in() -> None:
     settings = IgnoreSettings(allow_secret_patterns=(".env.test", "/fixtures/*.pem"))
     assert secret_reason(".env") == "secret file (matches .env)"
@@ -131,13 +162,25 @@ def test_secrets_beat_negations_and_binary_extensions(mode: Literal["git", "walk
     assert rules.reason(".env/") is None  # directories are never secret by name
 
 
-def test_kind_reason_and_index_kinds() -> None:
+def test_size_and_kind_and_index_kinds() -> None:
     rules = IgnoreRules.build(DEFAULT_SETTINGS, "git", None, [])
-    opted = IgnoreRules.build(IgnoreSettings(index_kinds=frozenset({"data"})), "git", None, [])
-    assert rules.kind_reason("rows.csv", 10) == "data file (*.csv)"
-    assert opted.kind_reason("rows.csv", 10) is None
-    assert opted.kind_reason("yarn.lock", 10) == "lockfile"
-    assert (rules.sniffs_minified("a.js"), rules.sniffs_minified("a.py")) == (True, False)
+    opted = IgnoreRules.build(
+        IgnoreSettings(index_kinds=frozenset({"data", "minified"})), "git", None, []
+    )
+    assert rules.size_and_kind("rows.csv", 10) == ("data file (*.csv)", False)
+    assert opted.size_and_kind("rows.csv", 10) == (None, False)
+    assert opted.size_and_kind("yarn.lock", 10) == ("lockfile", False)
+    assert rules.size_and_kind("a.min.js", 10) == ("minified (*.min.js)", False)
+    assert (rules.size_and_kind("a.JS", 10), rules.size_and_kind("a.py", 10)) == (
+        (None, True),
+        (None, False),
+    )
+    assert opted.size_and_kind("a.js", 10) == (None, False)  # minified code opted in: no sniff
+    assert rules.size_and_kind("big.py", 500_001) == ("too large (500,001 bytes > 500,000)", False)
+    assert rules.size_and_kind("big.PDF", 500_001) == (None, False)  # documents: the larger cap
+    assert rules.size_and_kind("big.pdf", 50_000_001)[0] == (
+        "too large (50,000,001 bytes > 50,000,000)"
+    )
 
 
 def test_config_keys_reach_the_ignore_settings(tmp_path: Path) -> None:

@@ -95,7 +95,9 @@ def test_walk_mode_file_entries(folder: Path) -> None:
     make_tree(folder, {"a/b.txt": "hello"})
     (entry,) = list_files(folder / "a" / "..").files
     stat = (folder / "a" / "b.txt").stat()
-    assert entry == FileEntry("a/b.txt", folder.resolve() / "a" / "b.txt", 5, stat.st_mtime_ns)
+    location = str(folder.resolve() / "a" / "b.txt")
+    assert entry == FileEntry("a/b.txt", location, 5, stat.st_mtime_ns)
+    assert entry.path == folder.resolve() / "a" / "b.txt"
 
 
 def test_git_dir_never_listed_even_without_defaults(folder: Path) -> None:

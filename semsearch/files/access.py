@@ -50,7 +50,7 @@ def read_file_bytes(entry: FileEntry, settings: IgnoreSettings = DEFAULT_SETTING
     """
     cap = size_cap(entry.rel, settings)
     try:
-        fd = os.open(entry.path, _OPEN_FLAGS)
+        fd = os.open(entry.location, _OPEN_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ExtractError(f"{entry.rel}: is a symlink; not read") from exc

@@ -10,7 +10,6 @@ sniff every reader applies to the bytes.
 from __future__ import annotations
 
 import functools
-import os
 
 from semsearch.files.extract import has_text_bom
 
@@ -67,7 +66,7 @@ MINIFIED_SNIFF_BYTES = 8192
 _MINIFIED_MIN_BYTES = 2048  # a short one-liner is harmless; don't second-guess it
 
 
-def skipped_kind(rel: str, size: int) -> tuple[str, str] | None:
+def skipped_kind(rel: str, size: int, extension: str | None = None) -> tuple[str, str] | None:
     """The kind and the reason for a file left out by its name (and size), or None.
 
     Kinds: "lockfile", "minified" (``*.min.js``/``*.min.css``), "sourcemap" (``*.map``) and
@@ -75,9 +74,9 @@ def skipped_kind(rel: str, size: int) -> tuple[str, str] | None:
     :data:`LARGE_JSON_BYTES`). Minified code without ``.min`` in its name is caught by
     :func:`minified_reason` on its content.
     """
-    name = rel.rsplit("/", 1)[-1]
+    name = rel[rel.rfind("/") + 1 :]
     lower = name.lower()
-    ext = extension_of(lower)
+    ext = extension_of(lower) if extension is None else extension
     if name in LOCKFILE_NAMES:
         return "lockfile", "lockfile"
     if lower.endswith((".min.js", ".min.mjs", ".min.cjs", ".min.css")):
@@ -107,13 +106,24 @@ def minified_reason(head: bytes) -> str | None:
 
 
 def extension_of(name: str) -> str:
-    """The lower-cased extension of ``name`` with its dot ("" when it has none)."""
-    return os.path.splitext(name)[1].lower()
+    """The lower-cased extension of ``name`` with its dot ("" when it has none), as
+    ``os.path.splitext`` finds it (leading dots start no extension) in half its time: the
+    listing asks for it several times for each file of a tree."""
+    name = name[name.rfind("/") + 1 :]
+    dot = name.rfind(".")
+    if dot <= 0 or not name[:dot].strip("."):
+        return ""
+    return name[dot:].lower()
 
 
 def is_document(name: str) -> bool:
     """True for names ending in .pdf or .docx (any case)."""
-    return extension_of(name) in DOCUMENT_EXTENSIONS
+    return is_document_extension(extension_of(name))
+
+
+def is_document_extension(extension: str) -> bool:
+    """True for the extensions (as :func:`extension_of` gives them) of documents."""
+    return extension in DOCUMENT_EXTENSIONS
 
 
 # Prose, not code: chunked with the document sizes, and searched without a path term.

@@ -25,6 +25,7 @@ from semsearch.files.filetype import (
     MINIFIED_EXTENSIONS,
     extension_of,
     is_document,
+    is_document_extension,
     skipped_kind,
 )
 from semsearch.files.gitignore import PatternList
@@ -144,10 +145,15 @@ def too_large_reason(size: int, cap: int) -> str:
 
 def secret_pattern(rel: str) -> str | None:
     """The :data:`SECRET_PATTERNS` entry that ``rel`` (a file) matches, or None."""
-    found = _SECRETS.last_match(rel)
-    if found is None or rel.rsplit("/", 1)[-1].lower() in SECRET_TEMPLATES:
-        return None
-    return SECRET_PATTERNS[found.line]
+    name = rel[rel.rfind("/") + 1 :]
+    lower = name.lower()
+    if lower in _SECRET_LAST_NAMES:  # a pattern with a "/" may match: ask them all
+        found = _SECRETS.last_match(rel)
+        pattern = None if found is None else SECRET_PATTERNS[found.line]
+    else:  # the file name alone decides, without matching the whole path
+        found = _SECRET_NAMES.last_match(name)
+        pattern = None if found is None else found.text
+    return None if pattern is None or lower in SECRET_TEMPLATES else pattern
 
 
 def secret_reason(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> str | None:
@@ -223,18 +229,23 @@ class IgnoreRules:
             return "binary extension"
         return None
 
-    def kind_reason(self, rel: str, size: int) -> str | None:
-        """Why a file of ``size`` bytes is left out as a skipped kind (lockfile, ...), or None."""
-        found = skipped_kind(rel, size)
-        if found is None or found[0] in self.settings.index_kinds:
-            return None
-        return found[1]
-
-    def sniffs_minified(self, rel: str) -> bool:
-        """True when ``rel``'s head should be checked for minified content."""
-        return (
-            "minified" not in self.settings.index_kinds and extension_of(rel) in MINIFIED_EXTENSIONS
+    def size_and_kind(self, rel: str, size: int) -> tuple[str | None, bool]:
+        """For a regular file of ``size`` bytes: why it is left out (over its size cap, or of a
+        skipped kind: lockfile, ...) or None, and whether its head should be checked for
+        minified content. One look at the name for all three: the listing asks for each file."""
+        settings = self.settings
+        extension = extension_of(rel)
+        cap = (
+            settings.max_document_size
+            if is_document_extension(extension)
+            else settings.max_file_size
         )
+        if size > cap:
+            return too_large_reason(size, cap), False
+        found = skipped_kind(rel, size, extension)
+        if found is not None and found[0] not in settings.index_kinds:
+            return found[1], False
+        return None, "minified" not in settings.index_kinds and extension in MINIFIED_EXTENSIONS
 
 
 def gitignore_reason(files: tuple[PatternList, ...], rel: str) -> str | None:
@@ -251,4 +262,13 @@ def gitignore_reason(files: tuple[PatternList, ...], rel: str) -> str | None:
 _SECRETS = PatternList.parse(
     [pattern if "/" not in pattern else "**/" + pattern for pattern in SECRET_PATTERNS],
     ignore_case=True,
+)
+_SECRET_NAMES = PatternList.parse(
+    [pattern for pattern in SECRET_PATTERNS if "/" not in pattern], ignore_case=True
+)
+# The file names the patterns with a "/" end in (literal, lower case): any other file is
+# decided by _SECRET_NAMES. A name that folds to one of them only as ASCII is ASCII, so its
+# lower() is here too.
+_SECRET_LAST_NAMES = frozenset(
+    pattern.rsplit("/", 1)[1].lower() for pattern in SECRET_PATTERNS if "/" in pattern
 )

@@ -34,8 +34,6 @@ from semsearch.files.ignore import (
     IgnoreRules,
     IgnoreSettings,
     gitignore_reason,
-    size_cap,
-    too_large_reason,
 )
 
 _GIT_TIMEOUT = 300.0
@@ -51,12 +49,19 @@ _GIT_UNOPENED = re.compile(r"'(.+/)'")
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A regular file to read: ``rel`` is POSIX and relative to the root, ``path`` absolute."""
+    """A regular file to read: ``rel`` is POSIX and relative to the root, ``location`` its
+    absolute path as the OS calls take it (``path`` makes a :class:`~pathlib.Path` of it when
+    asked: a re-index with nothing changed never does, and one per file cost a tenth of the
+    listing)."""
 
     rel: str
-    path: Path
+    location: str
     size: int
     mtime_ns: int
+
+    @property
+    def path(self) -> Path:
+        return Path(self.location)
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,7 @@ def _collect_git(
     blocked: set[str] = set()
     for folder in unopened:
         _block(root, prefix, folder, rules, blocked, acc)
+    top = os.path.join(root, "")
     for raw in rels:
         name = raw.rstrip("/")
         if name.startswith("/") or ".." in name.split("/"):
@@ -270,9 +276,9 @@ def _collect_git(
         if reason is not None:
             acc.skipped.append(Skip(shown, reason))
             continue
-        path = root / name
+        location = top + name
         try:
-            info = os.lstat(path)
+            info = os.lstat(location)
         except FileNotFoundError:
             continue  # deleted but still tracked
         except PermissionError as exc:
@@ -285,9 +291,9 @@ def _collect_git(
             acc.errors.append(Skip(rel, _os_reason(exc)))
             continue
         if stat.S_ISDIR(info.st_mode):
-            _collect_nested_repo(path, rel + "/", rules, acc)
+            _collect_nested_repo(root / name, rel + "/", rules, acc)
         else:
-            _keep_if_regular(rel, path, info, rules, acc)
+            _keep_if_regular(rel, location, info, rules, acc)
 
 
 def _collect_nested_repo(folder: Path, prefix: str, rules: IgnoreRules, acc: _Acc) -> None:
@@ -324,14 +330,14 @@ def _block(
     return False
 
 
-def _unreadable_reason(folder: Path) -> str | None:
+def _unreadable_reason(folder: Path | str) -> str | None:
     """Why ``folder`` cannot be read, or None: it cannot be listed (no read permission) or what
     it holds cannot be looked up (no search permission: looking for a name fails with
     EACCES, where a readable folder says the name is not there)."""
     try:
         with os.scandir(folder):
             pass
-        os.lstat(folder / VENV_MARKER)
+        os.lstat(os.path.join(folder, VENV_MARKER))
     except PermissionError as exc:
         return _os_reason(exc)
     except OSError:
@@ -353,12 +359,12 @@ def _under(rel: str, folders: set[str]) -> bool:
     return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
 
 
-def _is_venv(folder: Path, rules: IgnoreRules) -> bool:
+def _is_venv(folder: str, rules: IgnoreRules) -> bool:
     """Whether the walk should leave out this folder as a Python virtual environment."""
     if "venv" in rules.settings.index_kinds:
         return False
     try:
-        return stat.S_ISREG(os.stat(folder / VENV_MARKER).st_mode)
+        return stat.S_ISREG(os.stat(os.path.join(folder, VENV_MARKER)).st_mode)
     except OSError:
         return False  # no marker; a folder that cannot be read was found before
 
@@ -368,13 +374,18 @@ Gitignores = tuple[PatternList, ...]
 
 def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
     """Walk root depth-first without following symlinks, pruning ignored directories; each
-    folder's ``.gitignore`` applies to it and below, a deeper one deciding first (as in git)."""
+    folder's ``.gitignore`` applies to it and below, a deeper one deciding first (as in git).
+
+    Paths stay strings: the walk looks at every file of a tree on each index run, and a
+    :class:`~pathlib.Path` per entry cost more than its ``lstat``."""
+    top = os.path.join(root, "")
     pending: list[tuple[str, Gitignores]] = [("", ())]
     while pending:
         prefix, gitignores = pending.pop()
-        gitignores = _with_gitignore(root, prefix, gitignores, acc)
+        entries = _scan(top + prefix, prefix, acc)
+        gitignores = _with_gitignore(top, prefix, entries, gitignores, acc)
         subdirs: list[tuple[str, Gitignores]] = []
-        for entry in _scan(root / prefix, prefix, acc):
+        for entry in entries:
             rel = prefix + entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -384,10 +395,10 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
             if is_dir:
                 if entry.name == ".git" or not _keep_name(rel + "/", rules, gitignores, acc):
                     continue
-                problem = _unreadable_reason(Path(entry.path))
+                problem = _unreadable_reason(entry.path)
                 if problem is not None:
                     acc.skip_unreadable(rel + "/", Path(entry.path), problem)
-                elif _is_venv(Path(entry.path), rules):
+                elif _is_venv(entry.path, rules):
                     acc.skipped.append(Skip(rel + "/", VENV_REASON))
                 else:
                     subdirs.append((rel + "/", gitignores))
@@ -396,20 +407,27 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
         pending.extend(reversed(subdirs))
 
 
-def _with_gitignore(root: Path, prefix: str, outer: Gitignores, acc: _Acc) -> Gitignores:
-    """``outer`` plus the folder's own .gitignore, when it has one (git does not follow a
-    symlinked .gitignore, nor does the walk)."""
-    path = root / prefix / ".gitignore"
+def _with_gitignore(
+    top: str, prefix: str, entries: list[os.DirEntry[str]], outer: Gitignores, acc: _Acc
+) -> Gitignores:
+    """``outer`` plus the folder's own .gitignore, when ``entries`` (the folder's, sorted by
+    name) hold one that is a regular file (git does not follow a symlinked .gitignore, nor
+    does the walk)."""
+    for entry in entries:
+        if entry.name >= ".gitignore":
+            break
+    else:
+        return outer
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
+        if entry.name != ".gitignore" or not entry.is_file(follow_symlinks=False):
             return outer
     except OSError:
         return outer
-    patterns = PatternList.parse(_read_ignore_file(path, acc), prefix)
+    patterns = PatternList.parse(_read_ignore_file(Path(entry.path), acc), prefix)
     return (*outer, patterns) if patterns.patterns else outer
 
 
-def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
+def _scan(folder: str, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
     """The entries of one folder sorted by name; [] (and a skip or an error) when it cannot be
     read (it was found readable: its mode changed since)."""
     try:
@@ -417,7 +435,7 @@ def _scan(folder: Path, prefix: str, acc: _Acc) -> list[os.DirEntry[str]]:
             return sorted(entries, key=lambda entry: entry.name)
     except PermissionError as exc:
         if prefix:
-            acc.skip_unreadable(prefix, folder, _os_reason(exc))
+            acc.skip_unreadable(prefix, Path(folder), _os_reason(exc))
         else:
             acc.errors.append(Skip(".", _os_reason(exc)))
     except OSError as exc:
@@ -433,7 +451,7 @@ def _keep_entry(entry: os.DirEntry[str], rel: str, rules: IgnoreRules, acc: _Acc
     except OSError as exc:
         acc.errors.append(Skip(rel, _os_reason(exc)))
         return
-    _keep_if_regular(rel, Path(entry.path), info, rules, acc)
+    _keep_if_regular(rel, entry.path, info, rules, acc)
 
 
 def _keep_name(rel: str, rules: IgnoreRules, gitignores: Gitignores, acc: _Acc) -> bool:
@@ -445,31 +463,25 @@ def _keep_name(rel: str, rules: IgnoreRules, gitignores: Gitignores, acc: _Acc) 
 
 
 def _keep_if_regular(
-    rel: str, path: Path, info: os.stat_result, rules: IgnoreRules, acc: _Acc
+    rel: str, location: str, info: os.stat_result, rules: IgnoreRules, acc: _Acc
 ) -> None:
     """Add a FileEntry, or a Skip for a symlink, special file, file over its size cap or file
     of a skipped kind."""
-    reason = _stat_reason(rel, info, rules)
-    if reason is None and rules.sniffs_minified(rel):
-        reason = minified_reason(_read_head(path))
+    if stat.S_ISLNK(info.st_mode):
+        reason: str | None = "symlink"
+    elif not stat.S_ISREG(info.st_mode):
+        reason = "not a regular file"
+    else:
+        reason, sniff = rules.size_and_kind(rel, info.st_size)
+        if sniff:
+            reason = minified_reason(_read_head(location))
     if reason is not None:
         acc.skipped.append(Skip(rel, reason))
     else:
-        acc.files.append(FileEntry(rel, path, info.st_size, info.st_mtime_ns))
+        acc.files.append(FileEntry(rel, location, info.st_size, info.st_mtime_ns))
 
 
-def _stat_reason(rel: str, info: os.stat_result, rules: IgnoreRules) -> str | None:
-    cap = size_cap(rel, rules.settings)
-    if stat.S_ISLNK(info.st_mode):
-        return "symlink"
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file"
-    if info.st_size > cap:
-        return too_large_reason(info.st_size, cap)
-    return rules.kind_reason(rel, info.st_size)
-
-
-def _read_head(path: Path) -> bytes:
+def _read_head(path: str) -> bytes:
     """The first bytes of a file for the minified sniff; b"" when it cannot be read (the
     reader then reports the problem)."""
     try:

@@ -211,6 +211,8 @@ class Index:
             self.settings = settings
 
     def _open(self, create: bool = False) -> Store:
+        if create and self._store is not None and self._store.upgrade_pending:
+            self._forget_store()  # searched as it was on a full disk: an index run upgrades it
         if self._store is None:
             s = self.settings
             self._store = open_store(s.store_backend, s.store_path, create=create)

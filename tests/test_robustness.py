@@ -5,7 +5,9 @@ These run the real command in a subprocess where the exit code or an abort is th
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +23,9 @@ from semsearch.errors import DiskFullError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder
 from semsearch.store.lock import read_only_message
+from semsearch.store.sqlite.schema import SCHEMA_VERSION
 from tests.conftest import make_immutable, write_tree
+from tests.test_store_copies import as_schema_8
 
 LOREM = (
     "Harbour pilots guide the freighters past the sandbanks at dawn, while gulls follow the "
@@ -180,6 +184,79 @@ def test_a_search_on_a_full_disk_says_so_in_one_line(
     again = run_cli("--index", str(db), "search", "herons")
     assert again.returncode == 0, again.stderr
     assert "herons.md" in again.stdout
+
+
+def paths_found(stdout: str) -> list[str]:
+    return [hit["relPath"] for hit in json.loads(stdout)["results"]]
+
+
+def schema_version(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def test_an_index_that_needs_an_upgrade_is_searched_as_it_is_on_a_full_disk(
+    tmp_path: Path, mount_points: list[Path]
+) -> None:
+    """Schema 9 rebuilds the FTS rows of an older file on open, which needs room on the disk.
+    Without it a search reads the file as it is (as on read-only media) and says why on
+    stderr; an index run says the disk is full; with room again the file is upgraded."""
+    cap = capped_folder(tmp_path / "cap", "8m", mount_points)
+    db = cap / "index.db"
+    notes = {f"n{i:02d}.md": f"Note {i} on herons: " + LOREM * 8 for i in range(60)}
+    proj = write_tree(tmp_path / "proj", notes)
+    assert run_cli("--index", str(db), "index", str(proj)).returncode == 0
+    as_schema_8(db)
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(db, copy)
+    upgraded = run_cli("--index", str(copy), "search", "herons", "-k", "5", "--json")
+    filler = fill_disk(cap, leave=96 * 1024)  # room for the -shm file, not for the rebuild
+
+    full = run_cli("--index", str(db), "search", "herons", "-k", "5", "--json")
+    assert full.returncode == 0, full.stderr
+    (line,) = error_lines(full.stderr)
+    assert str(db) in line and "searching it as it is" in line
+    assert paths_found(full.stdout) == paths_found(upgraded.stdout)
+    assert (schema_version(db), integrity(db)) == (8, "ok")
+
+    indexing = run_cli("--index", str(db), "index", str(proj))
+    assert indexing.returncode == 1, indexing.stderr
+    assert "disk full" in error_lines(indexing.stderr)[-1]
+    assert (schema_version(db), integrity(db)) == (8, "ok")
+
+    filler.unlink()
+    again = run_cli("--index", str(db), "search", "herons", "-k", "3")
+    assert (again.returncode, error_lines(again.stderr)) == (0, []), again.stderr
+    assert (schema_version(db), integrity(db)) == (SCHEMA_VERSION, "ok")
+
+
+def test_an_index_run_in_the_same_process_opens_the_file_again_to_upgrade_it(
+    tmp_path: Path, mount_points: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that searched a file as it was on a full disk goes on serving; its first index
+    run after space came back upgrades the file instead of saying the disk is full."""
+    cap = capped_folder(tmp_path / "cap", "8m", mount_points)
+    monkeypatch.setenv("SS_INDEX_PATH", str(cap / "index.db"))
+    settings = load_settings(os.environ)
+    notes = {f"n{i:02d}.md": f"Note {i} on herons: " + LOREM * 8 for i in range(60)}
+    proj = write_tree(tmp_path / "proj", notes)
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([proj])
+    index.close()
+    as_schema_8(settings.store_path)
+    filler = fill_disk(cap, leave=96 * 1024)
+    index = Index(settings, embedder=HashEmbedder())
+    try:
+        assert index.search("herons")
+        assert schema_version(settings.store_path) == 8
+        with pytest.raises(DiskFullError):
+            index.update([proj])
+        filler.unlink()
+        assert index.update([proj]).total("unchanged") == 60
+        assert index.search("herons")
+    finally:
+        index.close()
+    assert schema_version(settings.store_path) == SCHEMA_VERSION
 
 
 @pytest.fixture

@@ -198,6 +198,11 @@ class Store(Protocol):
     needs_model_first: bool  # chunks can be written only after set_model (LanceDB's schema)
 
     @property
+    def upgrade_pending(self) -> bool:
+        """Opened as it is, read-only, because upgrading it to this version failed for want of
+        disk space: an index run opens it again (and upgrades it, or says the disk is full)."""
+
+    @property
     def path(self) -> Location:
         """Where the index lives, for messages."""
 

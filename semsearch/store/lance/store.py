@@ -271,6 +271,7 @@ class LanceStore(VectorColumns, PathVectors):
     """
 
     needs_model_first = True  # the chunks table's schema holds the vector dimension
+    upgrade_pending = False  # LanceDB tables are upgraded by index runs only
     _names: set[str] | None = None
     _absent: set[str]  # on object storage: tables found missing since the last sync
     _checked = 0.0  # time.monotonic() of the last look for a new version (object storage)

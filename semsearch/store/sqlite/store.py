@@ -67,8 +67,9 @@ vector blocks; version 6 no `copies` and an FTS row per chunk; versions 7 and 8 
 chunk too, a copy's `terms` ending with the word ``schema.COPY_MARK``; version 7 no index on
 sha256. Opening such a file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file
 has no path vectors, a read-only version 5 file is searched from its rows, a read-only version 6
-file scores every copy's FTS row, a read-only version 7 or 8 file leaves its marked rows out);
-the next index run (``maintain``) packs its vectors.
+file scores every copy's FTS row, a read-only version 7 or 8 file leaves its marked rows out; a file whose
+upgrade failed for want of disk space is searched so too, ``upgrade_pending``, and opened again
+by an index run); the next index run (``maintain``) packs its vectors.
 """
 
 from __future__ import annotations
@@ -85,7 +86,13 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.errors import IndexMissingError, ModelMismatchError, ReadOnlyError, StoreError
+from semsearch.errors import (
+    DiskFullError,
+    IndexMissingError,
+    ModelMismatchError,
+    ReadOnlyError,
+    StoreError,
+)
 from semsearch.store.base import (
     COMMIT_KEY,
     ChunkPlace,
@@ -167,6 +174,9 @@ class SqliteStore:
         self.path = path
         self.pack_rows = pack_rows  # chunks a vector block (sqlite.blocks)
         self._unpacked = 0  # vectors written by this store since it last packed
+        self._create = create
+        # Why an index that needs an upgrade was opened as it is (a full disk), else None.
+        self._upgrade_failure: StoreError | None = None
         if not create and not is_index_file(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
         self.read_only = path.exists() and not is_writable(path)
@@ -211,6 +221,35 @@ class SqliteStore:
             self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
             self._conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
             self._conn.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._upgrade()
+        except DiskFullError as exc:
+            # The upgrade rolled back. A search need not wait for space: a file this semsearch
+            # can read as it is (as it reads one on read-only media) is searched so.
+            if self._create or version < NO_PATH_VECTORS_VERSION:
+                raise
+            self._search_as_is(exc)
+
+    @property
+    def upgrade_pending(self) -> bool:
+        return self._upgrade_failure is not None
+
+    def _search_as_is(self, failure: DiskFullError) -> None:
+        """Go on with the file as it is, read-only, after its upgrade failed for want of space;
+        writes raise ``failure``, and an index run opens the file again (``upgrade_pending``)."""
+        self._conn.close()
+        self._conn = connect(self.path, read_only=True)
+        self.read_only = True
+        self._upgrade_failure = failure
+        logger.warning(
+            "semsearch: no room on the disk to upgrade %s for this version of semsearch; "
+            "searching it as it is. Free some space: the next search or index run upgrades it.",
+            self.path,
+        )
+
+    def _upgrade(self) -> None:
+        """Bring the file to SCHEMA_VERSION and the FTS columns to TERMS_VERSION, in one
+        transaction."""
         with self._write():
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             steps = [MIGRATIONS[number] for number in range(version, SCHEMA_VERSION)]
@@ -247,6 +286,8 @@ class SqliteStore:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the generation counter."""
+        if self._upgrade_failure is not None:
+            raise self._upgrade_failure
         if self.read_only:
             raise ReadOnlyError(read_only_message(self.path))
         try:

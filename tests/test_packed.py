@@ -184,7 +184,7 @@ def test_blocks_know_each_chunks_first_and_older_blocks_are_written_anew(tmp_pat
             for cid in np.frombuffer(blob, dtype="<i8").tolist()
         ]
         assert stored == expected[: len(stored)] and len(stored) == 4 * PACK
-        conn.execute("UPDATE vector_blocks SET firsts = NULL")  # as schema 6 wrote them
+    as_whole_blocks(store.path, keep_firsts=False)  # as schema 6 wrote them
     query = queries(unit_rows(200, seed=56), seed=57)[0]
     vectors = {  # as stored: float16
         row.id: files[row.rel][row.start_line - 1].astype(np.float16).astype(np.float32)
@@ -203,6 +203,90 @@ def test_blocks_know_each_chunks_first_and_older_blocks_are_written_anew(tmp_pat
         assert unknown.fetchone()[0] == 0
     check()
     store.close()
+
+
+def as_whole_blocks(path: Path, keep_firsts: bool) -> None:
+    """Give every block the codes of each of its chunks, a copy's those of its first, as blocks
+    were written before schema 10 (and without ``firsts``, before schema 7)."""
+    with sqlite3.connect(path) as conn:
+        column: dict[int, Any] = {}  # first chunk id → its codes
+        rows = conn.execute("SELECT id, chunk_ids, firsts, codes FROM vector_blocks ORDER BY id")
+        for number, ids_blob, firsts_blob, codes_blob in rows.fetchall():
+            ids = np.frombuffer(ids_blob, dtype="<i8")
+            firsts = np.frombuffer(firsts_blob, dtype="<i8")
+            codes = np.frombuffer(codes_blob, dtype=np.int8).reshape(DIM, -1)
+            column.update(zip(ids[firsts == ids].tolist(), codes.T, strict=True))
+            whole = np.stack([column[first] for first in firsts.tolist()], axis=1)
+            conn.execute(
+                "UPDATE vector_blocks SET codes = ?, firsts = ? WHERE id = ?",
+                (
+                    np.ascontiguousarray(whole).tobytes(),
+                    firsts_blob if keep_firsts else None,
+                    number,
+                ),
+            )
+
+
+def codes_columns(path: Path) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT length(codes) FROM vector_blocks ORDER BY id").fetchall()
+    return [length // DIM for (length,) in rows]
+
+
+def test_blocks_keep_first_chunks_codes_and_older_whole_blocks_are_trimmed(
+    tmp_path: Path,
+) -> None:
+    """Schema 10 stores the codes of each block's first chunks only; blocks written before it
+    (every chunk's codes, firsts known) are read as they are, and trimmed by the next run."""
+    files = make_files(200, seed=60)
+    store = packed_store(tmp_path, files)
+    write_files(store, files, folder="/srv/b")  # 200 copies: blocks 5 and 6 hold copies only
+    store.maintain()
+    query = queries(unit_rows(200, seed=60), seed=61)[0]
+    trimmed = codes_columns(store.path)
+    assert trimmed == [PACK, PACK, PACK, 200 - 3 * PACK, 0, 0]
+    vectors = {  # as stored: float16
+        row.id: files[row.rel][row.start_line - 1].astype(np.float16).astype(np.float32)
+        for row in store.chunks(ids_of(store))
+    }
+    want = sorted(vectors, key=lambda i: (-float(vectors[i] @ query), i))[:40]
+    found = store.nearest(query, 40, None)
+    assert_exact_with_copies(found, want, lambda i: vectors[i] @ query)
+    store.close()
+    as_whole_blocks(store.path, keep_firsts=True)
+    assert codes_columns(store.path) == [PACK] * 6
+    store = SqliteStore(store.path, pack_rows=PACK)
+    assert store.nearest(query, 40, None) == found
+    store.maintain()
+    assert codes_columns(store.path) == trimmed
+    store.close()
+    store = SqliteStore(store.path, pack_rows=PACK)
+    assert store.nearest(query, 40, None) == found
+    assert check_file(store.path)[1] == ()
+    store.close()
+
+
+def test_a_trimmed_block_whose_codes_disagree_with_its_firsts_is_damage(tmp_path: Path) -> None:
+    files = make_files(200, seed=62)
+    store = packed_store(tmp_path, files)
+    write_files(store, dict(list(files.items())[:12]), folder="/srv/b")
+    store.maintain()
+    store.close()
+    with sqlite3.connect(store.path) as conn:  # a copy in block 4 made a first: one column short
+        ids, firsts = conn.execute(
+            "SELECT chunk_ids, firsts FROM vector_blocks WHERE id = 4"
+        ).fetchone()
+        changed = np.frombuffer(firsts, dtype="<i8").copy()
+        copy = int(np.flatnonzero(changed != np.frombuffer(ids, dtype="<i8"))[0])
+        changed[copy] = np.frombuffer(ids, dtype="<i8")[copy]
+        conn.execute("UPDATE vector_blocks SET firsts = ? WHERE id = 4", (changed.tobytes(),))
+    store = SqliteStore(store.path, pack_rows=PACK)
+    with pytest.raises(IndexDamagedError, match="its vector block 4 is not whole"):
+        store.nearest(queries(unit_rows(200, seed=62), seed=63)[0], 5, None)
+    store.close()
+    assert check_file(store.path)[1] == (
+        "1 vector blocks that are not whole (bytes cut or overwritten)",
+    )
 
 
 def ids_of(store: SqliteStore) -> list[int]:
@@ -584,9 +668,8 @@ def test_text_keys_group_copies_as_their_text_hashes_do(tmp_path: Path) -> None:
     assert blocks_of(store.path) == 4
     store.delete_files(1, ["f0.py", "f3.py"])  # first chunks of copied texts
     check()
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE vector_blocks SET firsts = NULL")  # as schema 6 wrote them
     store.close()
+    as_whole_blocks(tmp_path / "index.db", keep_firsts=False)  # as schema 6 wrote them
     store = SqliteStore(tmp_path / "index.db")
     check()  # from the rows: each block chunk then owns its column
     store.close()

@@ -10,10 +10,13 @@ matrix once, about three times faster a scan, and the block's bytes are let go: 
 way. One session for all blocks took 23 s to build and kept two copies at 1.4M chunks.
 
 Copies of one text have one vector, so one int8 column: a block that knows each chunk's *first*
-(the lowest chunk id of its text when the block was written, ``VectorBlock.firsts``) keeps the
-columns of first chunks only, and a copy reads the sums of its first's column. On a tree of ten
-checkouts the scan and the codes held are a tenth. The first's column stays right after the first
-chunk is deleted (a block never changes; the copy that takes its place has the same vector).
+(the lowest chunk id of its text when the block was written, ``VectorBlock.firsts``) stores and
+keeps the codes of first chunks only (schema 10; earlier blocks stored every chunk's, which the
+reader drops), and a copy reads the sums of its first's column. On a tree of ten checkouts the
+scan, the codes held and the codes read are a tenth. The first's column stays right after the
+first chunk is deleted (a block never changes; the copy that takes its place has the same
+vector). A copy's first has a lower id, and every chunk below a block was packed before it, so a
+copy always finds its first in an earlier block or its own.
 
 The scan is exact as :mod:`semsearch.store.scan` explains: each chunk's approximate cosine ``a``
 is within ``b`` of the true one, so only chunks whose ``a + b`` reaches the ``pool``-th largest
@@ -50,9 +53,11 @@ Int8Array = np.ndarray[Any, np.dtype[np.int8]]
 
 @dataclass(frozen=True)
 class VectorBlock:
-    """Stored chunks' vectors as int8: chunk i is ``codes[:, i] x scales[i]`` (dim x n codes,
-    the kernel's layout), ``errors[i]`` the norm of what that misses of the stored vector (inf
-    for a vector that is not finite), ``norms[i]`` the norm of the int8 form."""
+    """Stored chunks' vectors as int8: chunk i is its column of ``codes`` x ``scales[i]`` (dim x
+    columns, the kernel's layout), ``errors[i]`` the norm of what that misses of the stored
+    vector (inf for a vector that is not finite), ``norms[i]`` the norm of the int8 form. The
+    columns are those of the chunks that are their text's first (``firsts[i] == ids[i]``), in
+    order; or every chunk's (``firsts`` unknown, or a block written before schema 10)."""
 
     number: int
     ids: IdArray  # ascending
@@ -72,7 +77,8 @@ def pack_block(
     firsts: IdArray | None = None,
 ) -> VectorBlock:
     """The block of chunks ``ids`` (of files ``file_ids``) with these float32 vectors; a copy's
-    vector must be its first's (``firsts``), as the stores write them."""
+    vector must be its first's (``firsts``), as the stores write them, and only the first
+    chunks' codes are kept."""
     finite = np.asarray(np.isfinite(matrix).all(axis=1))
     rows = np.where(finite[:, None], matrix, np.float32(0)).astype(np.float32)
     peak = np.abs(rows).max(axis=1, initial=0)
@@ -82,6 +88,8 @@ def pack_block(
     errors = np.sqrt(np.einsum("ij,ij->i", rows - restored, rows - restored)).astype(np.float32)
     errors[~finite] = np.inf
     norms = np.sqrt(np.einsum("ij,ij->i", restored, restored)).astype(np.float32)
+    if firsts is not None:
+        rounded = rounded[firsts == ids]
     codes = np.ascontiguousarray(rounded.T.astype(np.int8))
     return VectorBlock(number, ids, file_ids, scales, errors, norms, codes, firsts)
 
@@ -116,6 +124,20 @@ class _Owners:
             found[rows[hit]] = True
             owners[rows[hit]] = self._owners[number][at[hit]]
         return found, owners
+
+
+def _kernel_codes(block: VectorBlock, own: np.ndarray[Any, Any]) -> Int8Array:
+    """The codes of the chunks of a block that own a column (``own``, as :func:`_own_columns`
+    finds them)."""
+    if block.codes.shape[1] == len(block.ids):  # every chunk's codes
+        return block.codes if own.all() else block.codes[:, own]
+    if block.firsts is None or not np.array_equal(own, block.firsts == block.ids):
+        raise BlockMismatchError(f"vector block {block.number}: a copy's first is in no block")
+    return block.codes
+
+
+class BlockMismatchError(ValueError):
+    """A block whose codes are not those of the chunks that own a column (a damaged file)."""
 
 
 def _own_columns(block: VectorBlock, earlier: _Owners) -> tuple[np.ndarray[Any, Any], IdArray]:
@@ -272,7 +294,7 @@ class PackedVectors:
             earlier.add(block.ids, of)
             self._firsts_known &= block.firsts is not None
             if own.any():  # a block of copies only has no kernel
-                self._kernels.append(block.codes if own.all() else block.codes[:, own].copy())
+                self._kernels.append(_kernel_codes(block, own))
                 self._sizes.append(int(own.sum()))
             self._last = block.number
         for name, arrays in parts.items():

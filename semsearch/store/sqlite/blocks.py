@@ -39,11 +39,10 @@ def read_blocks(
         f"SELECT {_BLOCK_COLUMNS}, {firsts} FROM vector_blocks WHERE id > ? ORDER BY id",
         (after,),
     )
-    for number, ids, file_ids, scales, errors, norms, codes, first_ids in rows:
-        if not is_whole_block((ids, file_ids, scales, errors, norms, codes), dim) or (
-            first_ids is not None and len(first_ids) != len(ids)
-        ):
+    for number, *blobs in rows:
+        if not is_whole_block(blobs, dim):
             raise damaged_error(path, f"its vector block {number} is not whole")
+        ids, file_ids, scales, errors, norms, codes, first_ids = blobs
         yield VectorBlock(
             number,
             np.frombuffer(ids, dtype="<i8"),
@@ -56,21 +55,32 @@ def read_blocks(
         )
 
 
-def is_whole_block(blobs: Sequence[bytes], dim: int) -> bool:
-    """Whether a block's blobs (``_BLOCK_COLUMNS`` after the id) hold one number of chunks."""
-    *items, codes = blobs
-    counts = {len(blob) / size for blob, size in zip(items, _ITEM_BYTES, strict=True)}
-    return len(counts) == 1 and len(codes) == dim * counts.pop() and len(codes) > 0
+def is_whole_block(blobs: Sequence[bytes | None], dim: int) -> bool:
+    """Whether a block's blobs (``_BLOCK_COLUMNS`` after the id, then ``firsts`` or None) hold
+    one number of chunks, and codes for each of them or for each first chunk (schema 10)."""
+    *items, codes, first_ids = blobs
+    counts = {len(blob or b"") / size for blob, size in zip(items, _ITEM_BYTES, strict=True)}
+    if len(counts) != 1 or codes is None or len(codes) % dim:
+        return False
+    chunks, columns = counts.pop(), len(codes) // dim
+    if not chunks:
+        return False
+    if first_ids is None:
+        return columns == chunks
+    if len(first_ids) != 8 * chunks:
+        return False
+    if columns == chunks:
+        return True
+    firsts = np.frombuffer(first_ids, dtype="<i8")
+    ids = np.frombuffer(items[0] or b"", dtype="<i8")
+    return columns == int(np.count_nonzero(firsts == ids)) and bool((firsts <= ids).all())
 
 
 def damaged_blocks(conn: sqlite3.Connection, dim: int) -> int:
     """How many stored blocks are not whole (``status --check``)."""
     firsts = "firsts" if has_column(conn, "vector_blocks", "firsts") else "NULL"
     rows = conn.execute(f"SELECT {_BLOCK_COLUMNS}, {firsts} FROM vector_blocks")
-    return sum(
-        not is_whole_block(row[1:-1], dim) or (row[-1] is not None and len(row[-1]) != len(row[1]))
-        for row in rows
-    )
+    return sum(not is_whole_block(row[1:], dim) for row in rows)
 
 
 def read_gone(conn: sqlite3.Connection) -> IdArray:
@@ -101,6 +111,35 @@ def write_block(conn: sqlite3.Connection, block: VectorBlock) -> None:
         "INSERT INTO meta(key, value) VALUES ('packed_through', ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (str(int(block.ids[-1])),),
+    )
+
+
+def whole_blocks_with_copies(conn: sqlite3.Connection, dim: int) -> list[int]:
+    """The blocks written before schema 10 that store codes for copies (``trim_block`` drops
+    them), found without reading the codes."""
+    rows = conn.execute(
+        "SELECT id, chunk_ids, firsts FROM vector_blocks"
+        " WHERE firsts IS NOT NULL AND length(codes) = ? * (length(chunk_ids) / 8)",
+        (dim,),
+    )
+    return [
+        number
+        for number, ids, firsts in rows
+        if (np.frombuffer(ids, dtype="<i8") != np.frombuffer(firsts, dtype="<i8")).any()
+    ]
+
+
+def trim_block(conn: sqlite3.Connection, number: int, dim: int) -> None:
+    """Keep a block's codes of first chunks only, as blocks are written from schema 10 on; in the
+    caller's transaction."""
+    ids, firsts, codes = conn.execute(
+        "SELECT chunk_ids, firsts, codes FROM vector_blocks WHERE id = ?", (number,)
+    ).fetchone()
+    own = np.frombuffer(firsts, dtype="<i8") == np.frombuffer(ids, dtype="<i8")
+    kept = np.frombuffer(codes, dtype=np.int8).reshape(dim, -1)[:, own]
+    conn.execute(
+        "UPDATE vector_blocks SET codes = ? WHERE id = ?",
+        (np.ascontiguousarray(kept).tobytes(), number),
     )
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
 from semsearch.store.base import listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
+from semsearch.store.packed import BlockMismatchError
 from semsearch.text.lexical import chunk_defines, chunk_terms
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 BUSY_TIMEOUT_MS = 30_000
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -236,6 +237,12 @@ FTS_REBUILD_SQL = (
 """
 )
 
+# Version 10: a vector block stores the codes of its first chunks only (sqlite.blocks). Nothing
+# in the file changes: older blocks, which store every chunk's, are read as they are, and the
+# next index run (pack) trims them. The version keeps an older semsearch, which would find the
+# new blocks "not whole", from reading the file.
+FIRSTS_ONLY_BLOCKS_SQL = ""
+
 # Migration n takes the schema from version n to n + 1. FTS_REBUILD_SQL also runs whenever the
 # stored terms_version differs from lexical.TERMS_VERSION (the FTS columns are derived data), and
 # for a file before version 9.
@@ -249,6 +256,7 @@ MIGRATIONS: tuple[str, ...] = (
     COPIES_SQL,
     FILES_BY_CONTENT_SQL,
     FIRSTS_TRIGGERS_SQL,  # and FTS_REBUILD_SQL, for any file before version 9
+    FIRSTS_ONLY_BLOCKS_SQL,
 )
 PAGE_SIZE = 16_384  # ~2.2 KB rows: 4 KiB pages waste about a third of the file
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum value: free pages are returned on request
@@ -378,6 +386,8 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
 def damage_problem(exc: Exception) -> str | None:
     """What a sqlite3 error says about a damaged index file, in a few words; None for an error
     that is not damage (a busy database, a full disk, a bad statement)."""
+    if isinstance(exc, BlockMismatchError):
+        return str(exc)
     if not isinstance(exc, sqlite3.DatabaseError):
         return None
     text = str(exc)

@@ -1,6 +1,6 @@
 """The SQLite index: one file. Only this module and its DDL (sqlite_schema) write SQL.
 
-On-disk format (schema version 9, ``PRAGMA user_version``)::
+On-disk format (schema version 10, ``PRAGMA user_version``)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)
         schema_version, model_id, dim, generation (bumped by every write), terms_version
@@ -35,10 +35,13 @@ On-disk format (schema version 9, ``PRAGMA user_version``)::
                   file_ids BLOB, scales BLOB, errors BLOB, norms BLOB, codes BLOB, firsts BLOB)
         ``sqlite.blocks.PACK_ROWS`` consecutive chunks that have a vector, packed: their ids and
         file ids as little-endian int64, per chunk a float32 scale, the norm of the quantisation
-        error and the norm of the int8 vector, the int8 vectors as ``dim`` x n (column i is
-        chunk i: value x scale), and per chunk the lowest chunk id of its text when the block
-        was written, as int64 (NULL in blocks from before version 7: the search then scans each
-        copy; the next run writes them anew). Derived from the chunk rows, which keep their
+        error and the norm of the int8 vector, the int8 vectors as ``dim`` x columns (value x
+        scale), and per chunk the lowest chunk id of its text when the block was written, as
+        int64 (NULL in blocks from before version 7: the search then scans each copy; the next
+        run writes them anew). The columns are those of the block's first chunks (``firsts``
+        = own id), in order: a copy reads its first's, in this block or an earlier one. Blocks
+        from before version 10 hold every chunk's column (column i is chunk i); the next run
+        keeps those of first chunks only. Derived from the chunk rows, which keep their
         vectors; the chunks above ``packed_through`` are read from their rows.
     copies(id INTEGER PRIMARY KEY)
         every chunk of a text but the one of lowest id (triggers keep it so)
@@ -67,9 +70,9 @@ vector blocks; version 6 no `copies` and an FTS row per chunk; versions 7 and 8 
 chunk too, a copy's `terms` ending with the word ``schema.COPY_MARK``; version 7 no index on
 sha256. Opening such a file migrates it (sqlite_schema.MIGRATIONS; a read-only version 3 file
 has no path vectors, a read-only version 5 file is searched from its rows, a read-only version 6
-file scores every copy's FTS row, a read-only version 7 or 8 file leaves its marked rows out; a file whose
-upgrade failed for want of disk space is searched so too, ``upgrade_pending``, and opened again
-by an index run); the next index run (``maintain``) packs its vectors.
+file scores every copy's FTS row, a read-only version 7 or 8 file leaves its marked rows out;
+a file whose upgrade failed for want of disk space is searched so too, ``upgrade_pending``, and
+opened again by an index run); the next index run (``maintain``) packs its vectors.
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ from semsearch.store.sqlite.blocks import (
     drop_blocks,
     needs_repack,
     next_block,
+    trim_block,
+    whole_blocks_with_copies,
     write_block,
 )
 from semsearch.store.sqlite.lexical import LexicalReader
@@ -538,6 +543,9 @@ class SqliteStore:
         if needs_repack(self._conn):
             with self._write() as conn:
                 drop_blocks(conn)
+        for number in whole_blocks_with_copies(self._conn, dim[1]):
+            with self._write() as conn:
+                trim_block(conn, number, dim[1])
         written = 0
         while (block := next_block(self._conn, self.pack_rows, decode)) is not None:
             with self._write() as conn:

@@ -95,35 +95,34 @@ def pack_block(
 
 
 class _Owners:
-    """The chunks of the blocks read so far, block by block (ascending), with the owner of the
-    column each reads: where a later block's copy finds its first."""
+    """The chunks of the blocks read so far (ascending, blocks hold consecutive ranges), with
+    the owner of the column each reads: where a later block's copy finds its first. Held in
+    arrays that double as they fill, so that each block is looked up in one search, not one per
+    earlier block its copies' firsts lie in."""
 
     def __init__(self) -> None:
-        self._starts: list[int] = []  # each block's lowest chunk id
-        self._ids: list[IdArray] = []
-        self._owners: list[IdArray] = []
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._owners = np.zeros(0, dtype=np.int64)
+        self._size = 0
 
     def add(self, ids: IdArray, owners: IdArray) -> None:
-        if len(ids):
-            self._starts.append(int(ids[0]))
-            self._ids.append(ids)
-            self._owners.append(owners)
+        end = self._size + len(ids)
+        if end > len(self._ids):
+            capacity = max(end, 2 * len(self._ids))
+            self._ids = np.resize(self._ids, capacity)
+            self._owners = np.resize(self._owners, capacity)
+        self._ids[self._size : end] = ids
+        self._owners[self._size : end] = owners
+        self._size = end
 
     def find(self, wanted: IdArray) -> tuple[np.ndarray[Any, Any], IdArray]:
         """(which of ``wanted`` are chunks held here, the owner each found one reads)."""
-        found = np.zeros(len(wanted), dtype=bool)
-        owners = wanted.copy()
-        if not self._starts or not len(wanted):
-            return found, owners
-        block_of = np.searchsorted(np.array(self._starts, np.int64), wanted, side="right") - 1
-        for number in np.unique(block_of[block_of >= 0]).tolist():
-            rows = np.flatnonzero(block_of == number)
-            ids = self._ids[number]
-            at = np.minimum(np.searchsorted(ids, wanted[rows]), len(ids) - 1)
-            hit = ids[at] == wanted[rows]
-            found[rows[hit]] = True
-            owners[rows[hit]] = self._owners[number][at[hit]]
-        return found, owners
+        ids = self._ids[: self._size]
+        if not len(ids) or not len(wanted):
+            return np.zeros(len(wanted), dtype=bool), wanted.copy()
+        at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+        found = ids[at] == wanted
+        return found, np.where(found, self._owners[at], wanted)
 
 
 def _kernel_codes(block: VectorBlock, own: np.ndarray[Any, Any]) -> Int8Array:
@@ -281,7 +280,7 @@ class PackedVectors:
         parts: dict[str, list[Any]] = {
             name: [getattr(self, name)] for name in ("ids", "file_ids", "scales", "errors", "norms")
         }
-        columns = self._column_ids
+        columns = [self._column_ids]
         vectors_of = [self._column_ids[self.column]]
         earlier = _Owners()
         earlier.add(self.ids, vectors_of[0])
@@ -289,7 +288,7 @@ class PackedVectors:
             for name, arrays in parts.items():
                 arrays.append(getattr(block, name))
             own, of = _own_columns(block, earlier)
-            columns = np.concatenate([columns, block.ids[own]])
+            columns.append(block.ids[own])
             vectors_of.append(of)
             earlier.add(block.ids, of)
             self._firsts_known &= block.firsts is not None
@@ -299,8 +298,8 @@ class PackedVectors:
             self._last = block.number
         for name, arrays in parts.items():
             setattr(self, name, np.concatenate(arrays))
-        self._column_ids = columns
-        self.column = np.searchsorted(columns, np.concatenate(vectors_of))
+        self._column_ids = np.concatenate(columns)
+        self.column = np.searchsorted(self._column_ids, np.concatenate(vectors_of))
 
     def refresh(self) -> None:
         """Read the blocks added since, the deleted chunks and the tail's changes, from one

@@ -73,6 +73,28 @@ def test_glob_filter_applies_before_top_k(two_folders: Index) -> None:
     assert [h.rel for h in hits] == ["src/retry.py"]
 
 
+def test_a_filter_asked_again_sees_the_files_indexed_since(
+    two_folders: Index, tmp_path: Path
+) -> None:
+    """The files of a filter are remembered until the index changes (an agent repeats its
+    filters), never past a change: a file indexed since is searched with the same filter."""
+    assert [h.rel for h in two_folders.search("retry backoff", k=3, glob="*.py")] == [
+        "src/retry.py"
+    ]
+    write_tree(tmp_path / "alpha", {"src/backoff.py": "retry backoff backoff\n"})
+    two_folders.update([tmp_path / "alpha"])
+    hits = two_folders.search("retry backoff", k=3, glob="*.py")
+    assert sorted(h.rel for h in hits) == ["src/backoff.py", "src/retry.py"]
+    (tmp_path / "alpha" / "src" / "retry.py").unlink()
+    two_folders.update([tmp_path / "alpha"])
+    assert [h.rel for h in two_folders.search("retry backoff", k=3, glob="*.py")] == [
+        "src/backoff.py"
+    ]
+    for _ in "ab":  # an invalid glob is refused each time, not remembered as a result
+        with pytest.raises(UsageError, match="Invalid glob"):
+            two_folders.search("retry", glob="[")
+
+
 def test_any_of_several_globs_matches_before_top_k(two_folders: Index) -> None:
     hits = two_folders.search("retry backoff", k=2, glob=["*.py", "docs/**"])
     assert {h.rel for h in hits} == {"src/retry.py", "docs/notes.md"}

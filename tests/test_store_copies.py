@@ -6,13 +6,14 @@ have marked rows, is searched as before."""
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from semsearch.store.sqlite import schema
+from semsearch.store.sqlite import lexical, schema
 from semsearch.store.sqlite.schema import (
     COPY_MARK,
     COPY_TRIGGERS_SQL,
@@ -21,7 +22,7 @@ from semsearch.store.sqlite.schema import (
     SCHEMA_VERSION,
     connect,
 )
-from semsearch.store.sqlite.store import SqliteStore
+from semsearch.store.sqlite.store import BM25_WEIGHTS, SqliteStore
 from tests.conftest import make_immutable
 from tests.test_store import file_write, words
 
@@ -136,6 +137,42 @@ def test_a_query_gives_each_text_once_with_its_copies_after_it(tmp_path: Path) -
     file_of = dict(sqlite3.connect(path).execute("SELECT id, file_id FROM chunks").fetchall())
     assert within == [cid for cid in ranked if refs[file_of[cid]].folder_id == folders[2]]
     assert len(within) == 4 and store.lexical(query, 2, in_c) == within[:2]
+    store.close()
+
+
+def test_within_files_the_best_texts_of_all_are_looked_at_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query within files first looks among the best texts of the whole index and, when
+    fewer than it needs have a chunk in the files, at every matching text, or within a few
+    files at their texts' rows: each way the files' texts in the order of the whole ranking,
+    with their chunks there."""
+    path = tmp_path / "index.db"
+    store, folders = copies_store(path)
+    query = words("alpha")
+    ranked = store.lexical(query, 100, None)
+    refs = store.file_refs()
+    file_of = dict(sqlite3.connect(path).execute("SELECT id, file_id FROM chunks").fetchall())
+    paths = {"best texts": 0, "every text": 0, "the files' texts": 0}
+    for prefix, few, folder in itertools.product((1, 3), (0, 100), folders):
+        monkeypatch.setattr(lexical, "_PREFIX_TEXTS", prefix)
+        monkeypatch.setattr(lexical, "_FEW_FILES", few)
+        ids = [i for i, ref in refs.items() if ref.folder_id == folder]
+        expected = [cid for cid in ranked if refs[file_of[cid]].folder_id == folder]
+        for limit in range(1, len(expected) + 2):
+            asked: list[str] = []
+            store._conn.set_trace_callback(asked.append)
+            found = lexical.read_lexical(
+                store._conn, query.fts5(), BM25_WEIGHTS, limit, ids, texts=True
+            )
+            store._conn.set_trace_callback(None)
+            assert found == expected[:limit], (prefix, few, folder, limit)
+            if any("allowed_rows" in sql for sql in asked):
+                paths["the files' texts"] += 1
+            else:
+                scored = [sql for sql in asked if "bm25(" in sql]
+                paths["every text" if len(scored) == 2 else "best texts"] += 1
+    assert all(paths.values()), paths
     store.close()
 
 

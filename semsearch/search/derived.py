@@ -1,8 +1,8 @@
 """Values derived from a store's file references, made once per refs dict.
 
 ``Store.file_refs()`` hands out the same dict object until the index changes, so what is derived
-from every file (the name index of the named-files arm, the folders of public Python modules) is
-made once per dict and reused by every search until the next write.
+from every file (the name index of the named-files arm, the folders of public Python modules, the
+files of recent filters) is made once per dict and reused by every search until the next write.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from semsearch.store import FileRef
 
 T = TypeVar("T")
-_KEEP = 8  # values kept: a process searches one index, tests and servers a few, two kinds each
+_KEEP = 12  # values kept: a process searches one index, tests and servers a few, three kinds each
 _cache: dict[tuple[Callable[..., Any], int], tuple[dict[int, FileRef], Any]] = {}
 _lock = threading.Lock()
 

@@ -19,6 +19,11 @@ a hybrid search cold (a new process) and warm (a long-running one): latency and 
 where a quality index has it), packed, then vector and hybrid searches by this checkout and, on
 a copy as schema 5 wrote it, by ``--old-code``.
 
+``searches``: for each ``--pair CODE=INDEX`` (a checkout and an index it reads, e.g. today's
+code on the hybrid arm's file and this checkout on a copy it upgraded), alternated ``--rounds``
+times: a hybrid and a vector search child as above, and BM25 searches within files (``--glob``:
+one checkout, one repository of it, a kind of file), p50 over 8 queries x 3 after a warm-up.
+
 ``lancedb``: the hybrid arm's index (files, chunks and vectors of its schema-5 copy) written into
 a LanceDB index through the store, then ``maintain`` (full-text indexes, the ANN index,
 compaction), and the same vector and hybrid searches on it.
@@ -30,6 +35,11 @@ from the cache before each search process (Linux), for a first search that reads
     PYTHONPATH=$PWD python bench/scale.py vectors --old-code /work/main --json /tmp/vec.json
     PYTHONPATH=$PWD python bench/scale.py hybrid --old-code /work/main --json /tmp/hyb.json
     PYTHONPATH=$PWD python bench/scale.py lancedb --json /tmp/lance.json
+    PYTHONPATH=$PWD python bench/scale.py searches --pair /tmp/old=/tmp/a.db --pair $PWD=/tmp/b.db
+
+Without the quality bench's indexes (``--sources``), ``hybrid --seed-texts N`` embeds N of the
+text arm's distinct texts with the default model first (~2 min for 4,096 here) and draws every
+other chunk's vector from those.
 """
 
 from __future__ import annotations
@@ -131,6 +141,26 @@ print(json.dumps({"mode": mode, "cold_s": round(cold, 3),
     "rss_end_mib": round(rss_end / 2**20)}))
 """
 
+
+# The child of a search within files: BM25 searches limited by a glob, each query once as a
+# warm-up and then three times; p50 and min of those.
+WITHIN_CHILD = """
+import json, os, statistics, sys, time
+from semsearch.config import load_settings
+from semsearch.index import Index
+glob, queries = sys.argv[1], json.loads(sys.argv[2])
+index = Index(load_settings(os.environ))
+for query in queries:
+    index.search(query, mode="bm25", glob=glob)
+times = []
+for query in queries * 3:
+    t = time.perf_counter()
+    index.search(query, mode="bm25", glob=glob)
+    times.append(time.perf_counter() - t)
+print(json.dumps({"glob": glob, "p50_ms": round(1000 * statistics.median(times), 1),
+    "min_ms": round(1000 * min(times), 1)}))
+"""
+WITHIN_GLOBS = ("c03/**", "c03/aiohttp/**", "*.py", "**/tests/**")
 
 # The child of the lancedb arm: every file of a schema-5 SQLite index (vectors as float16
 # blobs) written into a LanceDB index through the store, then maintain.
@@ -293,6 +323,58 @@ def real_vectors(sources: list[Path]) -> tuple[str, int, dict[str, bytes]]:
     return model[0], model[1], found
 
 
+def seed_vectors(db: Path, out: Path, texts: int) -> Path:
+    """A file ``real_vectors`` reads: the default model's vectors of ``texts`` of the index's
+    distinct texts (those it would embed first), as float16 by text hash."""
+    import numpy as np  # the bench's parent needs numpy only for this arm
+
+    from semsearch.model.embedder import OnnxEmbedder
+    from semsearch.store.sqlite.store import SqliteStore
+
+    store = SqliteStore(db)
+    batch = store.pending_texts(texts)
+    store.close()
+    embedder = OnnxEmbedder()
+    matrix = np.asarray(embedder.embed([text for _, text in batch]), dtype=np.float32)
+    out.unlink(missing_ok=True)
+    with sqlite3.connect(out) as conn:
+        conn.executescript(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+            "CREATE TABLE chunks(text_hash TEXT, vector BLOB);"
+        )
+        conn.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("model_id", embedder.model_id), ("dim", str(matrix.shape[1]))],
+        )
+        conn.executemany(
+            "INSERT INTO chunks VALUES (?, ?)",
+            [(h, row.astype("<f2").tobytes()) for (h, _), row in zip(batch, matrix, strict=True)],
+        )
+    return out
+
+
+def searches_arm(args: argparse.Namespace) -> dict[str, Any]:
+    """Each code on its index, alternated: cold and warm hybrid and vector searches in a new
+    process, and BM25 searches within files."""
+    work = args.work
+    (work / "home").mkdir(parents=True, exist_ok=True)
+    queries = json.dumps(QUERIES)
+    rounds: list[list[dict[str, Any]]] = []
+    for _ in range(args.rounds):
+        runs = []
+        for pair in args.pair:
+            code, index = pair.split("=", 1)
+            env = {**child_env(Path(code), work), "SS_INDEX_PATH": index}
+            run: dict[str, Any] = {"code": code, "index": index}
+            for mode in ("hybrid", "vector"):
+                run[mode] = run_child(SEARCH_CHILD, [mode, queries], env)
+            run["within"] = [run_child(WITHIN_CHILD, [glob, queries], env) for glob in args.glob]
+            runs.append(run)
+            print(json.dumps(run), file=sys.stderr, flush=True)
+        rounds.append(runs)
+    return {"rounds": rounds}
+
+
 def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]:
     """Give every chunk of ``db`` a vector through the store: the real one of its text where a
     quality index embedded that text, else a real one of another text with noise (norm 0.1)."""
@@ -358,7 +440,12 @@ def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
         for side in ("old", "new"):
             (work / side / "home").mkdir(parents=True)
         shutil.copyfile(args.text_index, db)
-        result.update(fill_vectors(db, sorted(args.sources.rglob("*.db"))))
+        sources = sorted(args.sources.rglob("*.db")) if args.sources.is_dir() else []
+        if args.seed_texts:
+            sources = [seed_vectors(db, work / "seed.db", args.seed_texts)]
+        if not sources:
+            raise SystemExit(f"no indexes with vectors under {args.sources}: pass --seed-texts")
+        result.update(fill_vectors(db, sources))
         shutil.copyfile(db, work / "old" / "index.db")
         as_version_5(work / "old" / "index.db")
         result.update(index_sizes(work))
@@ -516,6 +603,17 @@ def main(argv: list[str] | None = None) -> int:
     hybrid.add_argument("--keep", action="store_true", help="search the index already there")
     hybrid.add_argument("--json", help="write the figures here")
     hybrid.add_argument("--uncached", action="store_true", help=UNCACHED)
+    hybrid.add_argument(
+        "--seed-texts", type=int, default=0, help="embed this many texts instead of --sources"
+    )
+    searched = sub.add_parser("searches", help="codes on their indexes: hybrid, vector, within")
+    searched.add_argument(
+        "--pair", action="append", required=True, metavar="CODE=INDEX", help="repeatable"
+    )
+    searched.add_argument("--rounds", type=int, default=2)
+    searched.add_argument("--glob", action="append", help="default: " + " ".join(WITHIN_GLOBS))
+    searched.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-searches")
+    searched.add_argument("--json", help="write the figures here")
     lance = sub.add_parser("lancedb", help="the hybrid arm's chunks in a LanceDB index")
     lance.add_argument(
         "--source", type=Path, default=DEFAULT_WORK / "scale-hybrid" / "old" / "index.db"
@@ -525,7 +623,15 @@ def main(argv: list[str] | None = None) -> int:
     lance.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    arms = {"text": text_arm, "vectors": vectors_arm, "hybrid": hybrid_arm, "lancedb": lancedb_arm}
+    if args.arm == "searches" and not args.glob:
+        args.glob = list(WITHIN_GLOBS)
+    arms = {
+        "text": text_arm,
+        "vectors": vectors_arm,
+        "hybrid": hybrid_arm,
+        "lancedb": lancedb_arm,
+        "searches": searches_arm,
+    }
     arm = arms[args.arm]
     result = {"machine": machine(), **arm(args)}
     result["bench_s"] = round(time.monotonic() - started)

@@ -280,17 +280,20 @@ def test_a_trimmed_block_whose_codes_disagree_with_its_firsts_is_damage(tmp_path
         copy = int(np.flatnonzero(changed != np.frombuffer(ids, dtype="<i8"))[0])
         changed[copy] = np.frombuffer(ids, dtype="<i8")[copy]
         conn.execute("UPDATE vector_blocks SET firsts = ? WHERE id = 4", (changed.tobytes(),))
-    store = SqliteStore(store.path, pack_rows=PACK)
-    with pytest.raises(IndexDamagedError, match="its vector block 4 is not whole"):
-        store.nearest(queries(unit_rows(200, seed=62), seed=63)[0], 5, None)
-    store.close()
-    assert check_file(store.path)[1] == (
-        "1 vector blocks that are not whole (bytes cut or overwritten)",
-    )
+    assert_block_damaged(store.path, 4, queries(unit_rows(200, seed=62), seed=63)[0])
 
 
 def ids_of(store: SqliteStore) -> list[int]:
     return [int(i) for i in store.chunk_ids()]
+
+
+def assert_block_damaged(path: Path, number: int, query: Any) -> None:
+    """A search names the block as damage, and so does the full check."""
+    store = SqliteStore(path, pack_rows=PACK)
+    with pytest.raises(IndexDamagedError, match=f"its vector block {number} is not whole"):
+        store.nearest(query, 5, None)
+    store.close()
+    assert check_file(path)[1] == ("1 vector blocks that are not whole (bytes cut or overwritten)",)
 
 
 def test_a_block_cut_short_is_damage_the_search_and_the_check_name(tmp_path: Path) -> None:
@@ -299,14 +302,7 @@ def test_a_block_cut_short_is_damage_the_search_and_the_check_name(tmp_path: Pat
     store.close()
     with sqlite3.connect(store.path) as conn:  # bytes lost from the middle block's codes
         conn.execute("UPDATE vector_blocks SET codes = substr(codes, 1, 100) WHERE id = 2")
-    store = SqliteStore(store.path, pack_rows=PACK)
-    query = queries(unit_rows(300, seed=54), seed=55)[0]
-    with pytest.raises(IndexDamagedError, match="its vector block 2 is not whole"):
-        store.nearest(query, 5, None)
-    store.close()
-    assert check_file(store.path)[1] == (
-        "1 vector blocks that are not whole (bytes cut or overwritten)",
-    )
+    assert_block_damaged(store.path, 2, queries(unit_rows(300, seed=54), seed=55)[0])
 
 
 def test_a_block_whose_firsts_are_cut_short_is_damage_too(tmp_path: Path) -> None:
@@ -314,13 +310,7 @@ def test_a_block_whose_firsts_are_cut_short_is_damage_too(tmp_path: Path) -> Non
     store.close()
     with sqlite3.connect(store.path) as conn:
         conn.execute("UPDATE vector_blocks SET firsts = substr(firsts, 1, 16) WHERE id = 3")
-    store = SqliteStore(store.path, pack_rows=PACK)
-    with pytest.raises(IndexDamagedError, match="its vector block 3 is not whole"):
-        store.nearest(queries(unit_rows(300, seed=58), seed=59)[0], 5, None)
-    store.close()
-    assert check_file(store.path)[1] == (
-        "1 vector blocks that are not whole (bytes cut or overwritten)",
-    )
+    assert_block_damaged(store.path, 3, queries(unit_rows(300, seed=58), seed=59)[0])
 
 
 class BlockSource:

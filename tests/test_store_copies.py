@@ -176,6 +176,36 @@ def test_within_files_the_best_texts_of_all_are_looked_at_first(
     store.close()
 
 
+def test_the_files_texts_rows_are_found_once_while_the_index_stays_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Searches within the same files reuse their texts' FTS rows; a write makes them anew."""
+    path = tmp_path / "index.db"
+    store, folders = copies_store(path)
+    monkeypatch.setattr(lexical, "_PREFIX_TEXTS", 0)  # straight to the files' texts
+    asked: list[str] = []
+    store._conn.set_trace_callback(asked.append)
+
+    def built(query: str, file_ids: list[int]) -> tuple[int, list[int]]:
+        asked.clear()
+        found = store.lexical(words(query), 10, file_ids)
+        return sum("INTO temp.allowed_rows" in sql for sql in asked), found
+
+    in_b = [i for i, ref in store.file_refs().items() if ref.folder_id == folders[1]]
+    made, alpha = built("alpha", in_b)
+    assert made == 1 and len(alpha) == 4
+    assert built("three", in_b)[0] == 0  # the same files: their rows are reused
+    assert built("beta", in_b[:2])[0] == 1  # other files
+    assert built("gamma", in_b)[0] == 1  # these files again (alpha's rows were read ahead)
+    store.write_files([file_write(folders[1], "z.md", ["alpha fresh"])])
+    made, again = built("alpha", in_b)
+    assert made == 1 and again == alpha  # the index changed: made anew, same files' texts
+    new = [i for i, ref in store.file_refs().items() if ref.rel == "z.md"]
+    made, more = built("alpha", in_b + new)
+    assert made == 1 and len(more) == 5 and set(alpha) < set(more)
+    store.close()
+
+
 def test_a_file_from_before_schema_9_keeps_rows_for_first_chunks_only(tmp_path: Path) -> None:
     path = tmp_path / "index.db"
     store = SqliteStore(path, create=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from semsearch.store.sqlite.schema import COPY_MARK, FIRSTS_VERSION
@@ -50,7 +51,7 @@ _QUERIES_KEPT = 4  # queries whose rows are kept (a search asks one or two; the 
 _EXPANDED_AT_ONCE = 500  # texts whose copies one statement looks up
 _PREFIX_TEXTS = 8  # a search within files first looks among this many x limit best texts,
 _PREFIX_MAX = 4_096  # and at most this many
-_FEW_FILES = 2_000  # then, within up to this many files, from their texts' FTS rows
+_FEW_FILES = 20_000  # then, within up to this many files, from their texts' FTS rows
 COPY_SHARE = 0.25  # schema 7 and 8: the share of marked rows from which each text is scored once
 
 
@@ -78,6 +79,7 @@ class LexicalReader:
         self._chunks: int | None = None  # the FTS table's rows in this generation
         self._apart: bool | None = None  # copies have no FTS rows (schema 9 on)
         self._copies: bool | None = None  # the index has copies
+        self._files_rows = FilesRows()  # the files whose texts' FTS rows temp.allowed_rows holds
 
     def read(
         self, query: LexicalQuery, weights: str, limit: int, file_ids: Sequence[int] | None
@@ -163,7 +165,10 @@ class LexicalReader:
                 self.asked_deeper()
             deeper = self.deeper(limit)
             texts = file_ids is not None and self._copies_apart() and self._has_copies()
-            kept = (read_lexical(self._conn, match, weights, deeper, file_ids, texts=texts), deeper)
+            found = read_lexical(
+                self._conn, match, weights, deeper, file_ids, texts=texts, built=self._files_rows
+            )
+            kept = (found, deeper)
             while len(self._ahead) >= _QUERIES_KEPT:
                 del self._ahead[next(iter(self._ahead))]
             self._ahead[key] = kept
@@ -176,6 +181,7 @@ class LexicalReader:
             self._seen, self._half, self._counts, self._ahead = generation, None, {}, {}
             self._texts, self._marked, self._chunks = {}, None, None
             self._apart, self._copies = None, None
+            self._files_rows.files = None
 
     def common(self, query: LexicalQuery) -> tuple[str, ...]:
         """The query's alternatives that match half the rows or more; none when the query has
@@ -315,11 +321,14 @@ def read_lexical(
     file_ids: Sequence[int] | None,
     *,
     texts: bool = False,
+    built: FilesRows | None = None,
 ) -> list[int]:
     """Chunk ids matching an FTS5 query, best BM25 (column ``weights``) first, optionally
     within files (through a temporary table of their ids). ``texts``: copies have no FTS rows
     (schema 9 on), so a query within files finds the texts that have a chunk in them, whichever
-    chunk holds the row, and gives each text's chunks in those files (by id)."""
+    chunk holds the row, and gives each text's chunks in those files (by id); ``built`` says
+    whose texts' rows the connection's temporary table holds, kept while the index is unchanged
+    (the caller forgets it after a write)."""
     if file_ids is None:
         rows = conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -337,7 +346,7 @@ def read_lexical(
             (match, limit),
         )
         return [r[0] for r in rows]
-    hashes = _texts_within(conn, match, weights, limit, len(file_ids), allowed)
+    hashes = _texts_within(conn, match, weights, limit, file_ids, built or FilesRows())
     places: dict[str, list[int]] = {}
     for start in range(0, len(hashes), _EXPANDED_AT_ONCE):
         part = hashes[start : start + _EXPANDED_AT_ONCE]
@@ -351,12 +360,25 @@ def read_lexical(
     return [cid for text in hashes for cid in places.get(text, [])][:limit]
 
 
+@dataclass
+class FilesRows:
+    """Whose texts' FTS rows the connection's ``temp.allowed_rows`` holds (None: nobody's)."""
+
+    files: tuple[int, ...] | None = None
+
+
 def _texts_within(
-    conn: sqlite3.Connection, match: str, weights: str, limit: int, files: int, allowed: str
+    conn: sqlite3.Connection,
+    match: str,
+    weights: str,
+    limit: int,
+    file_ids: Sequence[int],
+    built: FilesRows,
 ) -> list[str]:
-    """The hashes of the first ``limit`` texts matching the query that have a chunk in the
-    ``files`` files of ``allowed``, best BM25 first (schema 9 on: a text's FTS row is its lowest
-    chunk id's)."""
+    """The hashes of the first ``limit`` texts matching the query that have a chunk in the files
+    of ``temp.allowed``, best BM25 first (schema 9 on: a text's FTS row is its lowest chunk
+    id's)."""
+    allowed = "IN (SELECT id FROM temp.allowed)"
     in_files = (
         f"(c.file_id {allowed} OR EXISTS(SELECT 1 FROM chunks d"
         f" WHERE d.text_hash = c.text_hash AND d.file_id {allowed}))"
@@ -364,23 +386,28 @@ def _texts_within(
     # The best texts of the whole index first: where the files' texts are common among them
     # (another checkout's folder, a glob over part of each), the first ``limit`` of the files'
     # are there, in the same order, and only those rows are looked up.
+    prefix = min(_PREFIX_TEXTS * limit, _PREFIX_MAX)
     found = conn.execute(
         f"SELECT c.text_hash FROM (SELECT rowid, bm25(chunks_fts, {weights}) AS score"
         " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) m"
         f" JOIN chunks c ON c.id = m.rowid WHERE {in_files} ORDER BY m.score LIMIT ?",
-        (match, min(_PREFIX_TEXTS * limit, _PREFIX_MAX), limit),
+        (match, prefix, limit),
     ).fetchall()
-    if len(found) < limit and files > _FEW_FILES:  # every matching row, tested
+    if len(found) >= limit or _matches_at_most(conn, match, prefix):
+        return [text for (text,) in found]
+    files = tuple(int(i) for i in file_ids)
+    if len(files) > _FEW_FILES:  # every matching row, tested for a chunk in the files
         found = conn.execute(
             "SELECT c.text_hash FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
             f" WHERE chunks_fts MATCH ? AND {in_files}"
             f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
             (match, limit),
         ).fetchall()
-    elif len(found) < limit:
-        # A few files: the FTS rows of their texts, found from their chunks, and the matching
-        # rows among them. Testing each matching row reads all of its copies; this reads the
-        # files' chunks once.
+        return [text for (text,) in found]
+    # Else the FTS rows of the files' texts, found from their chunks once for as long as the
+    # index and the files stay the same, and the matching rows among them. Testing each
+    # matching row reads all of its copies.
+    if built.files != files:
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_rows(id INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM temp.allowed_rows")
         conn.execute(
@@ -388,10 +415,21 @@ def _texts_within(
             f" WHERE d.text_hash = a.text_hash) FROM chunks a WHERE a.file_id {allowed}"
             " GROUP BY a.text_hash"
         )
-        found = conn.execute(  # the unary + keeps FTS5 from one lookup per allowed row
-            "SELECT c.text_hash FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ? AND +chunks_fts.rowid IN (SELECT id FROM temp.allowed_rows)"
-            f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
-            (match, limit),
-        ).fetchall()
+        built.files = files
+    found = conn.execute(  # the unary + keeps FTS5 from one lookup per allowed row
+        "SELECT c.text_hash FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+        " WHERE chunks_fts MATCH ? AND +chunks_fts.rowid IN (SELECT id FROM temp.allowed_rows)"
+        f" ORDER BY bm25(chunks_fts, {weights}) LIMIT ?",
+        (match, limit),
+    ).fetchall()
     return [text for (text,) in found]
+
+
+def _matches_at_most(conn: sqlite3.Connection, match: str, rows: int) -> bool:
+    """Whether the query matches no more than ``rows`` FTS rows (then the best ``rows`` were
+    all of them)."""
+    (count,) = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
+        (match, rows + 1),
+    ).fetchone()
+    return bool(count <= rows)

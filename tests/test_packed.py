@@ -283,6 +283,26 @@ def test_a_trimmed_block_whose_codes_disagree_with_its_firsts_is_damage(tmp_path
     assert_block_damaged(store.path, 4, queries(unit_rows(200, seed=62), seed=63)[0])
 
 
+def test_a_trimmed_block_whose_copy_names_a_first_in_no_block_is_damage(tmp_path: Path) -> None:
+    """Its columns count right (the full check passes), but a copy would read a column nobody
+    stored: the search names the block rather than score it with another text's vector."""
+    files = make_files(200, seed=64)
+    store = packed_store(tmp_path, files)
+    write_files(store, files, folder="/srv/b")  # blocks 5 and 6: copies only, no codes
+    store.maintain()
+    store.close()
+    with sqlite3.connect(store.path) as conn:
+        (firsts,) = conn.execute("SELECT firsts FROM vector_blocks WHERE id = 6").fetchone()
+        changed = np.frombuffer(firsts, dtype="<i8").copy()
+        changed[0] = 0  # no chunk has id 0
+        conn.execute("UPDATE vector_blocks SET firsts = ? WHERE id = 6", (changed.tobytes(),))
+    assert check_file(store.path)[1] == ()
+    store = SqliteStore(store.path, pack_rows=PACK)
+    with pytest.raises(IndexDamagedError, match="vector block 6: a copy's first is in no block"):
+        store.nearest(queries(unit_rows(200, seed=64), seed=65)[0], 5, None)
+    store.close()
+
+
 def ids_of(store: SqliteStore) -> list[int]:
     return [int(i) for i in store.chunk_ids()]
 

@@ -409,6 +409,11 @@ def model_mismatch_message(path: Location, stored: str, current: str) -> str:
     )
 
 
+class BlockMismatchError(ValueError):
+    """A packed vector block whose codes are not those of the chunks that own a column: met by
+    the vector arm, which knows no path; a backend reports it as damage."""
+
+
 def damaged_error(path: Location, problem: str) -> IndexDamagedError:
     """The error for an index that SQLite or LanceDB cannot read (``problem`` says why)."""
     if isinstance(path, RemoteLocation):  # an object store renames nothing: no --rebuild

@@ -44,7 +44,7 @@ from semsearch.model.onnx_graph import (
     single_thread_session,
 )
 from semsearch.process import release_freed_memory
-from semsearch.store.base import FloatArray, IdArray
+from semsearch.store.base import BlockMismatchError, FloatArray, IdArray
 from semsearch.store.exact import ExactVectors
 from semsearch.store.scan import QUERY_LEVEL, ROW_LEVEL, SLACK, quantised_query
 
@@ -133,10 +133,6 @@ def _kernel_codes(block: VectorBlock, own: np.ndarray[Any, Any]) -> Int8Array:
     if block.firsts is None or not np.array_equal(own, block.firsts == block.ids):
         raise BlockMismatchError(f"vector block {block.number}: a copy's first is in no block")
     return block.codes
-
-
-class BlockMismatchError(ValueError):
-    """A block whose codes are not those of the chunks that own a column (a damaged file)."""
 
 
 def _own_columns(block: VectorBlock, earlier: _Owners) -> tuple[np.ndarray[Any, Any], IdArray]:

@@ -12,9 +12,8 @@ import stat
 from pathlib import Path
 
 from semsearch.errors import DiskFullError, ReadOnlyError, StoreError
-from semsearch.store.base import listed_rel, text_hash
+from semsearch.store.base import BlockMismatchError, listed_rel, text_hash
 from semsearch.store.lock import disk_full_message, read_only_message
-from semsearch.store.packed import BlockMismatchError
 from semsearch.text.lexical import chunk_defines, chunk_terms
 
 SCHEMA_VERSION = 10

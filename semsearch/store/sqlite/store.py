@@ -179,9 +179,8 @@ class SqliteStore:
         self.path = path
         self.pack_rows = pack_rows  # chunks a vector block (sqlite.blocks)
         self._unpacked = 0  # vectors written by this store since it last packed
-        self._create = create
         # Why an index that needs an upgrade was opened as it is (a full disk), else None.
-        self._upgrade_failure: StoreError | None = None
+        self._upgrade_failure: str | None = None
         if not create and not is_index_file(path):
             raise IndexMissingError(f"No index at {path}. Run `semsearch index` first.")
         self.read_only = path.exists() and not is_writable(path)
@@ -191,7 +190,7 @@ class SqliteStore:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = connect(path, self.read_only)
-            self._migrate()
+            self._migrate(create)
         except sqlite3.DatabaseError as exc:
             if is_write_failure(exc, path):
                 raise write_error(path, exc) from exc
@@ -204,7 +203,7 @@ class SqliteStore:
         self._reader_lock = threading.Lock()
         self._lexical = LexicalReader(self._conn, self)
 
-    def _migrate(self) -> None:
+    def _migrate(self, create: bool) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(
@@ -231,7 +230,7 @@ class SqliteStore:
         except DiskFullError as exc:
             # The upgrade rolled back. A search need not wait for space: a file this semsearch
             # can read as it is (as it reads one on read-only media) is searched so.
-            if self._create or version < NO_PATH_VECTORS_VERSION:
+            if create or version < NO_PATH_VECTORS_VERSION:
                 raise
             self._search_as_is(exc)
 
@@ -241,11 +240,12 @@ class SqliteStore:
 
     def _search_as_is(self, failure: DiskFullError) -> None:
         """Go on with the file as it is, read-only, after its upgrade failed for want of space;
-        writes raise ``failure``, and an index run opens the file again (``upgrade_pending``)."""
+        writes raise its disk-full error again, and an index run opens the file anew
+        (``upgrade_pending``)."""
         self._conn.close()
         self._conn = connect(self.path, read_only=True)
         self.read_only = True
-        self._upgrade_failure = failure
+        self._upgrade_failure = str(failure)
         logger.warning(
             "semsearch: no room on the disk to upgrade %s for this version of semsearch; "
             "searching it as it is. Free some space: the next search or index run upgrades it.",
@@ -292,7 +292,7 @@ class SqliteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction that bumps the generation counter."""
         if self._upgrade_failure is not None:
-            raise self._upgrade_failure
+            raise DiskFullError(self._upgrade_failure)
         if self.read_only:
             raise ReadOnlyError(read_only_message(self.path))
         try:

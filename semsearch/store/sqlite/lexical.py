@@ -52,6 +52,7 @@ _EXPANDED_AT_ONCE = 500  # texts whose copies one statement looks up
 _PREFIX_TEXTS = 8  # a search within files first looks among this many x limit best texts,
 _PREFIX_MAX = 4_096  # and at most this many
 _FEW_FILES = 20_000  # then, within up to this many files, from their texts' FTS rows
+_ALLOWED = "IN (SELECT id FROM temp.allowed)"  # the files of a search within files (_allow)
 COPY_SHARE = 0.25  # schema 7 and 8: the share of marked rows from which each text is scored once
 
 
@@ -143,14 +144,7 @@ class LexicalReader:
         before schema 7), counted once per generation."""
         if self._marked is None:
             share = max(1, math.ceil(self._fts_rows() * COPY_SHARE))
-            self._marked = (
-                self._conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ?"
-                    " LIMIT ?)",
-                    (COPY_MARK, share),
-                ).fetchone()[0]
-                >= share
-            )
+            self._marked = count_matches(self._conn, COPY_MARK, share) >= share
         return self._marked
 
     def _rows(
@@ -220,10 +214,9 @@ class LexicalReader:
         if rows is None:
             if len(self._counts) >= _REMEMBERED:
                 self._counts.clear()
-            rows = self._counts[word] = self._conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-                (LexicalQuery((word,)).fts5(), self._half),
-            ).fetchone()[0]
+            rows = self._counts[word] = count_matches(
+                self._conn, LexicalQuery((word,)).fts5(), self._half
+            )
         return int(rows)
 
 
@@ -337,7 +330,7 @@ def read_lexical(
         )
         return [r[0] for r in rows]
     _allow(conn, file_ids)
-    allowed = "IN (SELECT id FROM temp.allowed)"
+    allowed = _ALLOWED
     if not texts:
         rows = conn.execute(
             "SELECT chunks_fts.rowid FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
@@ -378,7 +371,7 @@ def _texts_within(
     """The hashes of the first ``limit`` texts matching the query that have a chunk in the files
     of ``temp.allowed``, best BM25 first (schema 9 on: a text's FTS row is its lowest chunk
     id's)."""
-    allowed = "IN (SELECT id FROM temp.allowed)"
+    allowed = _ALLOWED
     in_files = (
         f"(c.file_id {allowed} OR EXISTS(SELECT 1 FROM chunks d"
         f" WHERE d.text_hash = c.text_hash AND d.file_id {allowed}))"
@@ -393,7 +386,8 @@ def _texts_within(
         f" JOIN chunks c ON c.id = m.rowid WHERE {in_files} ORDER BY m.score LIMIT ?",
         (match, prefix, limit),
     ).fetchall()
-    if len(found) >= limit or _matches_at_most(conn, match, prefix):
+    if len(found) >= limit or count_matches(conn, match, prefix + 1) <= prefix:
+        # enough, or every match was among the best: the whole answer
         return [text for (text,) in found]
     files = tuple(int(i) for i in file_ids)
     if len(files) > _FEW_FILES:  # every matching row, tested for a chunk in the files
@@ -425,11 +419,10 @@ def _texts_within(
     return [text for (text,) in found]
 
 
-def _matches_at_most(conn: sqlite3.Connection, match: str, rows: int) -> bool:
-    """Whether the query matches no more than ``rows`` FTS rows (then the best ``rows`` were
-    all of them)."""
+def count_matches(conn: sqlite3.Connection, match: str, up_to: int | None) -> int:
+    """The FTS rows an FTS5 query matches, counted up to ``up_to`` (None: all), unranked."""
     (count,) = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-        (match, rows + 1),
+        (match, up_to),
     ).fetchone()
-    return bool(count <= rows)
+    return int(count)

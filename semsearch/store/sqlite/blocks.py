@@ -117,16 +117,12 @@ def write_block(conn: sqlite3.Connection, block: VectorBlock) -> None:
 def whole_blocks_with_copies(conn: sqlite3.Connection, dim: int) -> list[int]:
     """The blocks written before schema 10 that store codes for copies (``trim_block`` drops
     them), found without reading the codes."""
-    rows = conn.execute(
-        "SELECT id, chunk_ids, firsts FROM vector_blocks"
-        " WHERE firsts IS NOT NULL AND length(codes) = ? * (length(chunk_ids) / 8)",
+    rows = conn.execute(  # a block without copies has firsts equal to its ids, byte for byte
+        "SELECT id FROM vector_blocks WHERE firsts IS NOT NULL AND firsts != chunk_ids"
+        " AND length(codes) = ? * (length(chunk_ids) / 8)",
         (dim,),
     )
-    return [
-        number
-        for number, ids, firsts in rows
-        if (np.frombuffer(ids, dtype="<i8") != np.frombuffer(firsts, dtype="<i8")).any()
-    ]
+    return [number for (number,) in rows]
 
 
 def trim_block(conn: sqlite3.Connection, number: int, dim: int) -> None:

@@ -15,6 +15,7 @@ hit that lists the others, before the top k is chosen (:mod:`semsearch.search.co
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -157,18 +158,16 @@ def _allowed(refs: dict[int, FileRef], options: SearchOptions) -> list[int] | No
     if key == (None, (), ()):
         return None
     memo = per_refs(refs, _filter_memo)
-    found = memo.get(key)
-    if found is None:
-        found = allowed_files(refs, *key)
-        if found is None:  # not reached: a filter is set
-            return None
-        while len(memo) >= _FILTERS_KEPT:
-            memo.pop(next(iter(memo)), None)
-        memo[key] = found
+    with contextlib.suppress(KeyError):  # another search may drop it meanwhile
+        return memo[key]
+    found = allowed_files(refs, *key)  # raises for a bad filter: nothing kept
+    while len(memo) >= _FILTERS_KEPT:
+        memo.pop(next(iter(memo)), None)
+    memo[key] = found
     return found
 
 
-def _filter_memo(refs: dict[int, FileRef]) -> dict[tuple[Any, ...], list[int]]:
+def _filter_memo(refs: dict[int, FileRef]) -> dict[tuple[Any, ...], list[int] | None]:
     return {}
 
 

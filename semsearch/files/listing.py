@@ -359,14 +359,27 @@ def _under(rel: str, folders: set[str]) -> bool:
     return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
 
 
-def _is_venv(folder: str, rules: IgnoreRules) -> bool:
-    """Whether the walk should leave out this folder as a Python virtual environment."""
-    if "venv" in rules.settings.index_kinds:
-        return False
+def _walk_skip(folder: str, rules: IgnoreRules) -> tuple[str, bool] | None:
+    """Why the walk leaves out a folder below the root: (reason, True) when what it holds cannot
+    be looked up (no search permission: looking for a name fails with EACCES, where a readable
+    folder says the name is not there), (VENV_REASON, False) for a Python virtual environment
+    (unless ``indexKinds`` has "venv"), else None. One look-up of its ``pyvenv.cfg`` tells both;
+    a folder that cannot be listed (no read permission) is found when the walk scans it."""
+    marker = os.path.join(folder, VENV_MARKER)
     try:
-        return stat.S_ISREG(os.stat(os.path.join(folder, VENV_MARKER)).st_mode)
+        info = os.lstat(marker)
+    except PermissionError as exc:
+        return _os_reason(exc), True
     except OSError:
-        return False  # no marker; a folder that cannot be read was found before
+        return None
+    if "venv" in rules.settings.index_kinds:
+        return None
+    if stat.S_ISLNK(info.st_mode):  # a marker that is a symlink counts where it points
+        try:
+            info = os.stat(marker)
+        except OSError:
+            return None
+    return (VENV_REASON, False) if stat.S_ISREG(info.st_mode) else None
 
 
 Gitignores = tuple[PatternList, ...]
@@ -395,13 +408,13 @@ def _collect_walk(root: Path, rules: IgnoreRules, acc: _Acc) -> None:
             if is_dir:
                 if entry.name == ".git" or not _keep_name(rel + "/", rules, gitignores, acc):
                     continue
-                problem = _unreadable_reason(entry.path)
-                if problem is not None:
-                    acc.skip_unreadable(rel + "/", Path(entry.path), problem)
-                elif _is_venv(entry.path, rules):
-                    acc.skipped.append(Skip(rel + "/", VENV_REASON))
-                else:
+                skip = _walk_skip(entry.path, rules)
+                if skip is None:
                     subdirs.append((rel + "/", gitignores))
+                elif skip[1]:
+                    acc.skip_unreadable(rel + "/", Path(entry.path), skip[0])
+                else:
+                    acc.skipped.append(Skip(rel + "/", skip[0]))
             elif _keep_name(rel, rules, gitignores, acc):
                 _keep_entry(entry, rel, rules, acc)
         pending.extend(reversed(subdirs))

@@ -14,6 +14,7 @@ from semsearch.search.ranking import (
     STEM_NOTE,
     best_prior,
     chunk_priors,
+    coherence_weight,
     embedding_text,
     file_coherence,
     file_name_words,
@@ -226,6 +227,14 @@ def test_file_coherence_goes_to_each_files_best_chunk_by_its_files_sum() -> None
     largest = ranking.FILE_COHERENCE
     assert shares == pytest.approx({1: largest, 3: largest * 0.9 / 1.2, 4: largest * 0.2 / 1.2})
     assert file_coherence({}, {}) == {}
+    halved = file_coherence(scores, file_of, weight=largest / 2)
+    assert halved == pytest.approx({chunk: share / 2 for chunk, share in shares.items()})
+
+
+def test_coherence_weighs_more_for_a_question() -> None:
+    assert coherence_weight(query_info("how are retries scheduled")) == ranking.QUESTION_COHERENCE
+    assert coherence_weight(query_info("retries scheduled")) == ranking.FILE_COHERENCE
+    assert coherence_weight(query_info("RetryScheduler")) == ranking.FILE_COHERENCE
 
 
 def test_a_document_counts_its_best_chunk_and_a_code_file_its_sum() -> None:

@@ -18,7 +18,7 @@ from semsearch.errors import NoMatchingFilesError, UsageError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder, OnnxEmbedder
 from semsearch.search import copies, ranking
-from semsearch.search.fusion import SearchOptions, rrf, search
+from semsearch.search.fusion import SearchOptions, _coherence_documents, rrf, search
 from semsearch.search.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.search.ranking import DEFINITION_POOL
 from semsearch.store import ChunkRow, FileRef, Store, open_store
@@ -708,6 +708,39 @@ def test_file_coherence_is_fused_in_hybrid_mode_only(ranking_corpus: Index) -> N
     for hit in given:
         assert f"{ranking.COHERENCE_NOTE} +{hit.coherence:.2f}" in explain(hit)
         assert hit.as_json()["fileCoherence"] == pytest.approx(hit.coherence, abs=1e-4)
+
+
+def test_a_question_gives_file_coherence_more_weight(ranking_corpus: Index) -> None:
+    assert ranking.QUESTION_COHERENCE > ranking.FILE_COHERENCE
+    for query, weight in (
+        ("how is the invoice total computed", ranking.QUESTION_COHERENCE),
+        ("the invoice total computed", ranking.FILE_COHERENCE),
+    ):
+        given = [hit.coherence for hit in ranking_corpus.search(query, k=8)]
+        # the file holding the largest sum of fused scores gains the whole weight
+        assert max(c for c in given if c is not None) == pytest.approx(weight), query
+
+
+def test_changelogs_and_manual_pages_count_their_best_chunk_for_coherence() -> None:
+    rels = ["lib/retry.py", "man/man1/tool.1", "HISTORY", "docs/guide.md", "src/history.c"]
+    refs = {f: FileRef(f, 1, "r", "/r", rel) for f, rel in enumerate(rels, start=1)}
+    # a manual page is no prose by its extension, yet counts as a document here
+    assert _coherence_documents(set(refs) | {99}, refs) == {2, 3, 4}
+
+
+def test_a_manual_page_of_many_matching_chunks_is_not_the_hub(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    words = "the retry backoff schedule doubles the delay after each failed attempt"
+    page = "".join(f".SH SECTION {n}\n{words} {'filler text ' * 60}\n\n" for n in range(6))
+    tree = {"man/man1/tool.1": page, "lib/retry.py": f'def schedule():\n    """{words}"""\n'}
+    hash_index.update([write_tree(tmp_path / "proj", tree)])
+    page_chunks = [hit for hit in hash_index.search("filler", k=20) if hit.rel.startswith("man/")]
+    assert len(page_chunks) >= 4
+    hits = hash_index.search("how does the retry backoff schedule work", k=10)
+    shares = {hit.rel: hit.coherence for hit in hits if hit.coherence is not None}
+    # summed as code, the page's chunks would hold several times the code file's share
+    assert shares["lib/retry.py"] > ranking.QUESTION_COHERENCE / 2, shares
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite"])

@@ -450,6 +450,25 @@ NAME_CASES = [
         "include/curl/curl.h",
     ),
     (
+        "CURL_HTTP_V2x",  # a macro whose value is in parentheses, prototypes after it
+        {
+            "lib/http.h": "#define CURL_HTTP_V1x   (1 << 0)\n#define CURL_HTTP_V2x   (1 << 1)\n"
+            "CURLcode Curl_http_neg_init(struct Curl_easy *data);\n"
+            "bool Curl_http_may_switch(struct Curl_easy *data);\n",
+            "lib/http2.c": _uses("  if(data->state.http_neg.wanted & CURL_HTTP_V2x) go({n});"),
+        },
+        "lib/http.h",
+    ),
+    (
+        "Curl_bufref_clear",  # a function-like macro, prototypes after it
+        {
+            "lib/bufref.h": "#define Curl_bufref_clear(br) Curl_bufref_set(br, NULL, 0, NULL)\n"
+            "void Curl_bufref_free(struct bufref *br);\n",
+            "lib/url.c": _uses("  Curl_bufref_clear(&data->state.buffer{n});"),
+        },
+        "lib/bufref.h",
+    ),
+    (
         "Rails::Engine",
         {
             "railties/lib/rails/engine.rb": "module Rails\n  # An engine is a small application.\n"

@@ -363,6 +363,9 @@ _IMPL_FOR = re.compile(r"[ \t]*(?:unsafe[ \t]+)?impl\b[^{;]*?[ \t]for[ \t]")
 _C_TYPE = re.compile(r"\b(?:class|struct|union|enum)[ \t]+(?:class[ \t]+|struct[ \t]+)?(\w+)")
 _C_TYPE_BODY = re.compile(r"[ \t]*(?:final\b[ \t]*)?(?:\{|:(?!:)|\r?\n[ \t]*\{)")
 _PROTOTYPE_SCAN = 400  # characters after a C name in which its body or its `;` shows
+# A macro defines its name, whatever follows it: `#define CURL_HTTP_V2x (1 << 1)` and
+# `#define Curl_bufref_clear(br) …` are no prototypes, though a `(` follows the name.
+_C_MACRO = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)")
 
 
 def _declares_only(text: str, at: int, line: str, name: str, is_c: bool) -> bool:
@@ -370,10 +373,13 @@ def _declares_only(text: str, at: int, line: str, name: str, is_c: bool) -> bool
     elsewhere: a Rust ``impl Trait for Type``; in C and C++, a type named without its body
     (a forward declaration, a variable of that type) or a function's prototype (its parameter
     list followed by ``;`` before any ``{``), so the function's body in the ``.c`` file ranks
-    above its prototype in the header."""
+    above its prototype in the header. A ``#define`` of the name always defines it."""
     if _IMPL_FOR.match(line):
         return True
     if not is_c:
+        return False
+    macro = _C_MACRO.match(line)
+    if macro is not None and macro.group(1) == name:
         return False
     for typed in _C_TYPE.finditer(line):
         if typed.group(1) == name:

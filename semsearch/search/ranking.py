@@ -12,7 +12,8 @@
 - Chunks of tests, examples, fixtures, benchmarks, vendored and generated files, and of private
   modules (``_internal/``, ``_utils.py``), are down-weighted, unless the query asks for them.
 - In hybrid mode, each file's best fused chunk gains a share of the best fused score by how much
-  of the fused candidates' score its file holds (:func:`file_coherence`): the hub file rises.
+  of the fused candidates' score its file holds (:func:`file_coherence`): the hub file rises,
+  more for a question (:func:`coherence_weight`).
 - Many chunks of one file get diminishing returns: the n-th chunk of a file is multiplied by
   ``FILE_DECAY ** (n - 1)``, so the top results spread over files.
 

@@ -65,7 +65,6 @@ from semsearch.text.lexical import LexicalQuery, lexical_query
 _FILTERS_KEPT = 16  # filters whose files are remembered per index state (_allowed)
 _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsearch-lexical")
 _OPTIONAL = frozenset(["definitions", "named"])  # arms that count in the fusion only when not empty
-_ARM_WEIGHTS = {"named": NAMED_WEIGHT}  # RRF weights; the others weigh 1
 _WIDENED = frozenset(["vector", "bm25"])  # arms read deeper when copies fill them (copies.widened)
 
 
@@ -297,7 +296,9 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         return _at_least(hits, options.min_score)
     # the vector and BM25 arms count even when empty: a chunk only one of them found scores <= 1/2
     used = {name: ranking for name, ranking in arms.items() if ranking or name not in _OPTIONAL}
-    weights = [_ARM_WEIGHTS.get(name, 1.0) for name in used]
+    # RRF weights: the named files' arm weighs NAMED_WEIGHT (read here, so a tuning run's value
+    # counts), the others 1
+    weights = [NAMED_WEIGHT if name == "named" else 1.0 for name in used]
     best_possible = 0.0  # the sum of a chunk first in every arm, added as rrf() adds it
     for weight in weights:
         best_possible += weight / (options.rrf_k + 1)

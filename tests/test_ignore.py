@@ -74,6 +74,11 @@ def test_size_cap_is_larger_for_documents() -> None:
     settings = IgnoreSettings(max_file_size=10, max_document_size=100)
     assert [size_cap(rel, settings) for rel in ("a.txt", "b.PDF", "c.docx")] == [10, 100, 100]
     assert (size_cap("a.txt"), size_cap("b.pdf")) == (500_000, 50_000_000)
+    # the listing's one look at the name gives the same caps
+    rules = IgnoreRules.build(settings, "walk", None, [])
+    assert rules.size_and_kind("b.PDF", 50) == (None, False)
+    assert rules.size_and_kind("c.docx", 101) == ("too large (101 bytes > 100)", False)
+    assert rules.size_and_kind("a.txt", 50) == ("too large (50 bytes > 10)", False)
 
 
 def test_too_large_reason_uses_thousands_separators() -> None:

@@ -133,9 +133,13 @@ DEFAULT_SETTINGS = IgnoreSettings()
 """The settings used when none are given."""
 
 
-def size_cap(rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS) -> int:
-    """The largest size in bytes allowed for ``rel``: documents get the larger cap."""
-    return settings.max_document_size if is_document(rel) else settings.max_file_size
+def size_cap(
+    rel: str, settings: IgnoreSettings = DEFAULT_SETTINGS, extension: str | None = None
+) -> int:
+    """The largest size in bytes allowed for ``rel`` (whose :func:`extension_of` the caller may
+    know already): documents get the larger cap."""
+    document = is_document(rel) if extension is None else is_document_extension(extension)
+    return settings.max_document_size if document else settings.max_file_size
 
 
 def too_large_reason(size: int, cap: int) -> str:
@@ -235,11 +239,7 @@ class IgnoreRules:
         minified content. One look at the name for all three: the listing asks for each file."""
         settings = self.settings
         extension = extension_of(rel)
-        cap = (
-            settings.max_document_size
-            if is_document_extension(extension)
-            else settings.max_file_size
-        )
+        cap = size_cap(rel, settings, extension)
         if size > cap:
             return too_large_reason(size, cap), False
         found = skipped_kind(rel, size, extension)

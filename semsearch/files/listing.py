@@ -330,7 +330,7 @@ def _block(
     return False
 
 
-def _unreadable_reason(folder: Path | str) -> str | None:
+def _unreadable_reason(folder: Path) -> str | None:
     """Why ``folder`` cannot be read, or None: it cannot be listed (no read permission) or what
     it holds cannot be looked up (no search permission: looking for a name fails with
     EACCES, where a readable folder says the name is not there)."""

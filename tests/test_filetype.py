@@ -136,6 +136,10 @@ def test_minified_reason(head: bytes, expected: str | None) -> None:
         ("lib/index.d.ts", False),
         (".github/workflows/ci.yml", False),
         (".bashrc", True),
+        ("man/man1/pyenv.1", True),  # a manual page, whatever its section's extension
+        ("share/man/man8/sshd.8", True),
+        ("doc/man/git-log.1", True),
+        ("lib/version.1", False),  # such an extension outside a man folder
     ],
 )
 def test_documents_are_told_from_code_by_extension(rel: str, prose: bool) -> None:

@@ -18,7 +18,7 @@ from semsearch.errors import NoMatchingFilesError, UsageError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder, OnnxEmbedder
 from semsearch.search import copies, ranking
-from semsearch.search.fusion import SearchOptions, _coherence_documents, rrf, search
+from semsearch.search.fusion import SearchOptions, rrf, search
 from semsearch.search.hits import READ_AHEAD_STEP, Files, candidates, choose
 from semsearch.search.ranking import DEFINITION_POOL
 from semsearch.store import ChunkRow, FileRef, Store, open_store
@@ -719,13 +719,6 @@ def test_a_question_gives_file_coherence_more_weight(ranking_corpus: Index) -> N
         given = [hit.coherence for hit in ranking_corpus.search(query, k=8)]
         # the file holding the largest sum of fused scores gains the whole weight
         assert max(c for c in given if c is not None) == pytest.approx(weight), query
-
-
-def test_changelogs_and_manual_pages_count_their_best_chunk_for_coherence() -> None:
-    rels = ["lib/retry.py", "man/man1/tool.1", "HISTORY", "docs/guide.md", "src/history.c"]
-    refs = {f: FileRef(f, 1, "r", "/r", rel) for f, rel in enumerate(rels, start=1)}
-    # a manual page is no prose by its extension, yet counts as a document here
-    assert _coherence_documents(set(refs) | {99}, refs) == {2, 3, 4}
 
 
 def test_a_manual_page_of_many_matching_chunks_is_not_the_hub(

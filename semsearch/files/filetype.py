@@ -10,6 +10,7 @@ sniff every reader applies to the bytes.
 from __future__ import annotations
 
 import functools
+import re
 
 from semsearch.files.extract import has_text_bom
 
@@ -133,11 +134,16 @@ PROSE_EXTENSIONS = DOCUMENT_EXTENSIONS | frozenset(
 )
 
 
+# A manual page (`man/man1/pyenv.1`): troff prose, whatever its section's extension.
+MAN_PAGE = re.compile(r"(^|/)man[1-9]?/[^/]+\.[1-9][a-z]*$", re.IGNORECASE)
+
+
 @functools.lru_cache(maxsize=65_536)
 def is_prose(rel: str) -> bool:
-    """True for documents (Markdown, plain text, PDF…) and files without an extension."""
+    """True for documents (Markdown, plain text, PDF…), manual pages and files without an
+    extension."""
     extension = extension_of(rel.rsplit("/", 1)[-1])
-    return not extension or extension in PROSE_EXTENSIONS
+    return not extension or extension in PROSE_EXTENSIONS or bool(MAN_PAGE.search(rel))
 
 
 def looks_binary(head: bytes) -> bool:

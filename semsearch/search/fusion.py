@@ -51,7 +51,6 @@ from semsearch.search.ranking import (
     embedding_text,
     file_coherence,
     file_lifted,
-    is_documentation,
     public_python_folders,
     query_info,
 )
@@ -311,7 +310,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
         # the vector arm's chunks were looked up already (a LanceDB ANN index reads rows for it)
         missing = [cid for cid in scores if cid not in file_of]
         owners = {**file_of, **store.chunk_files(missing)}
-        documents = _coherence_documents(set(owners.values()), refs)
+        documents = _documents(set(owners.values()), refs)
         shares = file_coherence(scores, owners, documents, coherence)
         best = max(scores.values())
         scores = {cid: s + best * shares.get(cid, 0.0) for cid, s in scores.items()}
@@ -459,15 +458,6 @@ def _documents(file_ids: set[int], refs: dict[int, FileRef]) -> set[int]:
     """The documents (``filetype.is_prose``) among ``file_ids`` that are in ``refs`` (asked of
     a search's candidates' files, not of every file: a new process searches at once)."""
     return {f for f in file_ids if f in refs and is_prose(refs[f].rel)}
-
-
-def _coherence_documents(file_ids: set[int], refs: dict[int, FileRef]) -> set[int]:
-    """The files among ``file_ids`` that count their best chunk in the file coherence: the
-    documents, and the changelogs and manual pages whatever their extension (``pyenv.1``),
-    which mention every feature: many matching chunks make them long, not central."""
-    return _documents(file_ids, refs) | {
-        f for f in file_ids if f in refs and is_documentation(refs[f].rel)
-    }
 
 
 def _file_lifted(

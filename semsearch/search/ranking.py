@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
 
+from semsearch.files.filetype import MAN_PAGE
 from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
 
 # Each knob with the reason for its value; bench/RESULTS.md has the sweeps behind them.
@@ -505,19 +506,14 @@ _DOC_WORDS = frozenset(_DOC_WORDS_TEXT.split())
 _CHANGELOG = re.compile(
     r"(^|/)(change_?log|changes|history|news|release[_-]?notes|releases?)"
     r"(\.(md|markdown|rst|txt|adoc))?$"
-    r"|(^|/)(changes|changelog\.d|newsfragments)/|(^|/)man[1-9]?/[^/]+\.[1-9][a-z]*$"
+    r"|(^|/)(changes|changelog\.d|newsfragments)/"
 )
-
-
-def is_documentation(rel: str) -> bool:
-    """A changelog or a manual page (:func:`_is_documentation`), looked up once per path."""
-    return _path_facts(rel).is_documentation
 
 
 def _is_documentation(rel: str) -> bool:
     """A changelog (``CHANGELOG``, ``HISTORY.md``, ``NEWS.rst``, towncrier's ``changes/*``) or a
-    manual page (``man/man1/pyenv.1``)."""
-    return bool(_CHANGELOG.search(rel.lower()))
+    manual page (``man/man1/pyenv.1``, :data:`~semsearch.files.filetype.MAN_PAGE`)."""
+    return bool(_CHANGELOG.search(rel.lower()) or MAN_PAGE.search(rel))
 
 
 def public_python_folders(rels: Iterable[str]) -> frozenset[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -417,3 +418,157 @@ def test_the_nearest_chunks_bring_their_places_until_the_table_changes(
     left = [p for p in fresh if p.file_id != gone]
     assert store.chunk_places(chosen) == left
     assert gone not in store.chunk_files(chosen).values()
+
+
+def copied_writes(folders: list[int], files: int, seed: int) -> list[FileWrite]:
+    """The same ``files`` random files of 10 chunks in each folder: every text in each."""
+    writes = random_writes(folders[0], files, 10, seed)
+    return [replace(write, folder_id=folder) for folder in folders for write in writes]
+
+
+def copies_store(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, revisions: int, files: int
+) -> tuple[LanceStore, list[int]]:
+    """A store of ``revisions`` folders holding the same ``files`` random files of 10 chunks,
+    past a lowered ANN threshold, maintained; and the folders' ids."""
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 300)
+    store = LanceStore(settings.store_path, create=True)
+    store.set_model("m", 16)
+    folders = [store.ensure_folder(f"/srv/rev{n}", f"rev{n}") for n in range(revisions)]
+    store.write_files(copied_writes(folders, files, seed=1))
+    store.maintain()
+    return store, folders
+
+
+def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the ANN threshold, in a tree of copies, the nearest chunks are those of the nearest
+    distinct texts (the texts table's index), every copy of each, scored exactly; the chunks'
+    own index answers while the texts table is behind the chunks table, and within files."""
+    store, folders = copies_store(settings, monkeypatch, revisions=3, files=40)  # 400 texts
+    assert store.has_ann() and store.has_copies()
+    texts = store._text_table()
+    assert texts.count_rows() == 400 and store.meta("texts_ann_rows") == "400"
+    assert any("vector" in index.columns for index in texts.list_indices())
+    ids, _, matrix = store.vectors(0)
+    hash_of = {p.id: p.text_hash for p in store.chunk_places(ids.tolist())}
+    asked = []
+    chunks_ann = lance.ann_nearest
+    monkeypatch.setattr(
+        lance, "ann_nearest", lambda *a, **k: [asked.append(1), chunks_ann(*a, **k)][1]
+    )
+    rng = np.random.default_rng(5)
+    recalls = []
+    for _ in range(20):
+        query = matrix[rng.integers(len(matrix))] + 0.3 * rng.standard_normal(16)
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        found = store.nearest(query, 10, None)
+        assert len(found) == 30  # 10 texts, 3 copies each, a text's copies by id
+        for first in range(0, 30, 3):
+            group = found[first : first + 3]
+            assert len({hash_of[cid] for cid, _ in group}) == 1
+            assert [cid for cid, _ in group] == sorted(cid for cid, _ in group)
+        cosines = {int(i): float(v @ query) for i, v in zip(ids, matrix, strict=True)}
+        assert all(abs(score - cosines[cid]) < 1e-4 for cid, score in found)
+        best: dict[str, float] = {}
+        for cid in np.argsort(-(matrix @ query)).tolist():
+            best.setdefault(hash_of[int(ids[cid])], 0.0)
+        exact = set(list(best)[:10])
+        recalls.append(len(exact & {hash_of[cid] for cid, _ in found}) / 10)
+    assert np.mean(recalls) >= 0.9 and not asked  # the texts' index answered
+    # BM25 over the texts too: each text once, its copies after it by id, their files known
+    found = store.lexical(LexicalQuery(("f7",)), 4, None)  # f7.txt's path words
+    assert len(found) == 12 and len({hash_of[cid] for cid in found}) == 4
+    assert found == [cid for first in range(0, 12, 3) for cid in sorted(found[first : first + 3])]
+    with monkeypatch.context() as patched:  # their files and text hashes came with them
+        patched.setattr(store, "_places", lambda where: pytest.fail(f"read again: {where}"))
+        keys = store.text_keys(found)
+    assert {cid: key[1] for cid, key in keys.items()} == {cid: hash_of[cid] for cid in found}
+    assert store.nearest(matrix[0], 5, [int(store.chunk_files([int(ids[0])])[int(ids[0])])])
+    assert asked == [1]  # within files: the chunks' own index
+    store.write_files(random_writes(folders[0], 1, 10, seed=9))  # no maintain yet
+    assert len(store.nearest(matrix[0], 10, None)) == 10 and asked == [1, 1]
+    store.maintain()
+    assert store._text_table().count_rows() == 410
+    assert len(store.nearest(matrix[0], 10, None)) == 30 and asked == [1, 1]
+    # a text no chunk has any more leaves the table; one some copy still has stays
+    assert store.delete_files(folders[2], ["s1/f0.txt"]) == 1
+    store.maintain()
+    assert store._text_table().count_rows() == 410
+    for folder in folders[:2]:
+        assert store.delete_files(folder, ["s1/f0.txt"]) == 1
+    store.maintain()
+    assert store._text_table().count_rows() == 400
+    gone = {hash_of[int(i)] for i in ids[:10]}  # s1/f0.txt's chunks in rev0, written first
+    rows = store._text_table().search().select(["text_hash"]).limit(None).to_arrow()
+    assert not gone & set(rows["text_hash"].to_pylist())
+
+
+def test_the_texts_table_goes_with_the_chunks_table(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, folders = copies_store(settings, monkeypatch, revisions=2, files=20)
+    assert store._text_table().count_rows() == 200
+    store.clear_chunks()
+    assert store._text_table() is None and store.meta("texts_ann_rows") is None
+    store.set_model("other", 8)  # another dimension: a texts table made anew for it
+    rng = np.random.default_rng(2)
+    writes = []
+    for write in copied_writes(folders, 20, seed=3):
+        vectors = rng.standard_normal((10, 8)).astype(np.float32)
+        writes.append(replace(write, vectors=vectors / np.linalg.norm(vectors, axis=1)[:, None]))
+    store.write_files(writes)
+    store.maintain()
+    texts = store._text_table()
+    assert texts.schema.field("vector").type.list_size == 8 and texts.count_rows() == 200
+
+
+def test_a_search_past_the_threshold_collapses_copies_through_the_texts_table(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test file in 250 revisions: the vector arm reads its distinct texts once, and the
+    search still gives k distinct places, the copied one listing the other 249."""
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 200)
+    copied = "def test_retry():\n    assert retry_payment(charge) == 'retry payment'\n"
+    tree = {f"rev{n:03}/tests/test_retry.py": copied for n in range(250)}
+    others = {
+        f"src/m{n}.py": f"def retry_{n}(payment):\n    return payment {n}\n" for n in range(4)
+    }
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([write_tree(tmp_path / "repo", {**tree, **others})])
+    store = index._store
+    assert isinstance(store, LanceStore) and store.has_ann()
+    assert store._text_table().count_rows() == 5
+    monkeypatch.setattr(lance, "ann_nearest", lambda *a, **k: pytest.fail("the chunks' index"))
+    chunks_fts = store._warm_full_text  # called on the way to the chunks' full-text index
+    monkeypatch.setattr(store, "_warm_full_text", lambda *a: pytest.fail("the chunks' FTS"))
+    for mode in ("hybrid", "vector", "bm25"):
+        hits = index.search("retry payment", k=5, mode=mode)  # type: ignore[arg-type]
+        (copied_hit,) = [hit for hit in hits if hit.rel.endswith("tests/test_retry.py")]
+        assert sorted(h.rel for h in hits if h is not copied_hit) == sorted(others), mode
+        assert copied_hit.copy_count == 249, mode
+    monkeypatch.setattr(store, "_warm_full_text", chunks_fts)  # within files: the chunks table
+    (hit,) = index.search("retry payment", k=1, mode="bm25", glob="rev007/**")
+    assert hit.rel == "rev007/tests/test_retry.py" and hit.copy_count == 0
+    index.close()
+
+
+def test_a_text_is_found_by_the_path_words_its_first_chunk_has_now(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The texts table's ``terms`` are its first chunk's: a folder moved under a prefix gives
+    them new path words, which the next maintain writes."""
+    store, _ = copies_store(settings, monkeypatch, revisions=3, files=20)
+    query = LexicalQuery(("relocated",))
+    assert store.lexical(query, 10, None) == []
+    assert store.move_folder("/srv/rev0", "/srv/rev0", "relocated/") == 0  # same path: nothing
+    assert store.move_folder("/srv/rev0", "/srv/new", "relocated/") == 20
+    assert store._text_table().count_rows() == 0
+    store.maintain()
+    assert store._text_table().count_rows() == 200
+    found = store.lexical(query, 10, None)
+    assert len(found) == 30 and store.meta("texts_of") is not None
+    rels = {r["id"]: r["rel"] for r in store._file_rows().values()}
+    files = store.chunk_files(found)
+    assert sum(rels[files[cid]].startswith("relocated/") for cid in found) == 10

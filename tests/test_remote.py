@@ -822,3 +822,39 @@ def test_folders_an_older_semsearch_wrote_since_are_read_from_their_table(
     names = sorted(f.name for f in reader.folders())
     reader.close()
     assert names == ["elder", "p"]
+
+
+def test_a_tree_of_copies_on_object_storage_is_searched_through_its_texts(
+    tmp_path: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the ANN threshold, a reader on object storage asks the texts table for both arms,
+    and a later run's change reaches it there."""
+    from semsearch.store.lance import store as lance
+
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 60)
+    uri = f"s3://{bucket}/team"
+    handler = (
+        "def handler_{0}(event):\n    '''dispatch webhook event number {0}'''\n    return {0}\n"
+    )
+    tree = {f"rev{r}/m{n}.py": handler.format(n) for r in range(3) for n in range(30)}
+    project = write_tree(tmp_path / "p", tree)
+    assert main(["--index", uri, "index", str(project)]) == 0
+    reader = Index(load_settings(os.environ, uri))
+    monkeypatch.setattr(lance, "ann_nearest", lambda *a, **k: pytest.fail("the chunks' index"))
+    # the chunks' full-text indexes, which a reader on object storage reads whole first
+    monkeypatch.setattr(
+        lance.LanceStore, "_warm_full_text", lambda *a: pytest.fail("the chunks' FTS")
+    )
+    for mode in ("hybrid", "bm25"):
+        (hit,) = reader.search("dispatch webhook event number 7", k=1, mode=mode)  # type: ignore[arg-type]
+        assert hit.rel.endswith("/m7.py") and hit.copy_count == 2, mode
+    (project / "rev1/m7.py").write_text(handler.format(7).replace("7'", "7, again'"))
+    assert main(["--index", uri, "index", str(project)]) == 0
+    time.sleep(1.1)  # past the interval: the reader looks for a new version
+    hits = reader.search("dispatch webhook event number 7", k=2, mode="bm25")
+    reader.close()
+    places = {hit.rel: sorted(copy.rel for copy in hit.copies) for hit in hits}
+    assert places in (
+        {"rev0/m7.py": ["rev2/m7.py"], "rev1/m7.py": []},
+        {"rev2/m7.py": ["rev0/m7.py"], "rev1/m7.py": []},
+    ), places

@@ -63,6 +63,31 @@ def full_text(query: LexicalQuery) -> FullTextQuery | None:
     return clauses[0] if len(clauses) == 1 else BooleanQuery([(Occur.SHOULD, c) for c in clauses])
 
 
+def ann_rows(
+    table: Any,
+    query: np.ndarray[Any, Any],
+    pool: int,
+    where: str | None,
+    columns: Sequence[str],
+) -> Any:
+    """The ``pool`` rows of a table with a vector index nearest the query, best first: their
+    ``columns`` and ``_distance`` (cosine distance), as an Arrow table."""
+
+    def run() -> Any:
+        search = table.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
+        search = search.distance_type("cosine").nprobes(ANN_NPROBES).ef(max(ANN_EF, pool))
+        # Re-rank the candidates on their stored vectors: the index's own distances are
+        # approximate (and squared L2 of the normalised vectors, not cosine distance), while
+        # rows not yet in the index are scored exactly; refining puts both on one scale.
+        search = search.refine_factor(1)
+        search = search.select([*dict.fromkeys(columns), "_distance"]).limit(pool)
+        if where is not None:
+            search = search.where(where, prefilter=True)
+        return search.to_arrow()
+
+    return retry(run)
+
+
 def ann_nearest(
     chunks: Any,
     query: np.ndarray[Any, Any],
@@ -72,23 +97,10 @@ def ann_nearest(
 ) -> tuple[list[tuple[int, float]], list[dict[str, Any]]]:
     """(chunk id, cosine) of the approximate nearest chunks of a table with a vector index, and
     their rows of ``columns`` (read with them: a second look-up by id costs a query)."""
-
-    def run() -> tuple[list[tuple[int, float]], list[dict[str, Any]]]:
-        search = chunks.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
-        search = search.distance_type("cosine").nprobes(ANN_NPROBES).ef(max(ANN_EF, pool))
-        # Re-rank the candidates on their stored vectors: the index's own distances are
-        # approximate (and squared L2 of the normalised vectors, not cosine distance), while
-        # rows not yet in the index are scored exactly; refining puts both on one scale.
-        search = search.refine_factor(1)
-        selected = list(dict.fromkeys(["id", *columns]))
-        search = search.select([*selected, "_distance"]).limit(pool)
-        if file_ids is not None:
-            search = search.where(f"file_id IN ({ids_sql(file_ids)})", prefilter=True)
-        table = search.to_arrow()
-        distances = table["_distance"].to_numpy()
-        found = [
-            (int(i), 1.0 - float(d)) for i, d in zip(table["id"].to_numpy(), distances, strict=True)
-        ]
-        return found, table.select(list(columns)).to_pylist() if columns else []
-
-    return retry(run)
+    where = None if file_ids is None else f"file_id IN ({ids_sql(file_ids)})"
+    table = ann_rows(chunks, query, pool, where, ["id", *columns])
+    distances = table["_distance"].to_numpy()
+    found = [
+        (int(i), 1.0 - float(d)) for i, d in zip(table["id"].to_numpy(), distances, strict=True)
+    ]
+    return found, table.select(list(columns)).to_pylist() if columns else []

@@ -1,7 +1,7 @@
 """The LanceDB index: the optional backend for indexes that outgrow one SQLite file.
 
 Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed with
-``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, five tables::
+``pip install "semsearch[lancedb]"``. Data lives in ``<index dir>/lancedb/``, six tables::
 
     meta(key, value)      schema_version, model_id, dim, terms_version, ann_rows (chunks when
                           the vector index was trained), next_files_id, next_chunks_id,
@@ -21,7 +21,9 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     chunks(id, file_id, ord, start_line, end_line, start_offset, end_offset, page,
            text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised,
            text_hash, has_vector: bool)
-    paths(file_id, vector: list<float32>)   a file's rel path embedded (dim long), see lance_paths
+    paths(file_id, vector: list<float32>)   a file's rel path embedded (dim long), see lance.paths
+    texts(text_hash, vector)   one row per distinct text, past the ANN threshold in a tree of
+                          copies (see lance.texts); meta texts_of, texts_ann_rows
 
 A chunk written before its vector holds zeros and ``has_vector`` false (a flag, not a null
 list, keeps ``vector`` a plain fixed-size list for the ANN index); ``text_hash`` keys vectors
@@ -133,6 +135,12 @@ try:  # the sibling modules import lancedb and pyarrow too
         retry,
         snapshot_table,
     )
+    from semsearch.store.lance.texts import (
+        TEXTS_ANN_ROWS,
+        TEXTS_OF,
+        DistinctTexts,
+        FoundText,
+    )
 except ImportError as exc:  # found by config's check but broken (e.g. pyarrow missing)
     raise ConfigError(f"{LANCEDB_MISSING} ({exc})") from exc
 
@@ -144,6 +152,10 @@ BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with t
 # leaves another stamp, and readers open the table again.
 PUBLISHED_FOLDERS = "folders"
 ID_BLOCK = 65_536  # ids reserved per meta write
+# Chunks of one text the vector arm names at most when the texts table answers (by id): more
+# would only cost the search time (the representative of a text is chosen among them; a hit
+# still lists every copy).
+COPIES_PER_TEXT = 64
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 # A lexical query within files names their rows, when a snapshot has them (``lexical``): up to
@@ -263,7 +275,7 @@ def _reports_remote_failures(cls: type[LanceStore]) -> type[LanceStore]:
 
 @_reports_remote_failures
 @reports_damage(lance_problem)
-class LanceStore(VectorColumns, PathVectors):
+class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     """The LanceDB index folder (see the module docstring for the format).
 
     Every public method raises ``IndexDamagedError`` when a table or one of its files is
@@ -332,10 +344,14 @@ class LanceStore(VectorColumns, PathVectors):
         self._snap: ChunkSnapshot | None = None
         self._snap_lock = threading.Lock()
         self._ann: tuple[int, bool] = (-1, False)
+        self._ann_of: Any = None  # the chunks table ``_ann`` was read of
         self._exact = ExactVectors(self)  # the vector arm below the ANN threshold
         self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
         # places read (with the nearest chunks, by id, of a text's copies) by chunks version
         self._place_cache = PlaceCache(PLACE_CACHE)
+        # text hash → the places of its chunks, of the texts the texts table found, by chunks
+        # version (``_chunks_of``)
+        self._copies: tuple[int, dict[str, FoundText]] = (-1, {})
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         try:
             self._check_version(create)
@@ -400,6 +416,7 @@ class LanceStore(VectorColumns, PathVectors):
         elif self._chunks is not None:
             self._chunks.checkout_latest()
         self._sync_paths()
+        self._sync_texts()
 
     def _check_latest(self) -> None:
         """On object storage, look for a new version of the index at most once every
@@ -572,6 +589,7 @@ class LanceStore(VectorColumns, PathVectors):
             raise ModelMismatchError(model_mismatch_message(self.path, current[0], model_id))
         if chunks is not None:
             self._db.drop_table("chunks")
+        self._drop_texts()
         self._drop_path_vectors(None)  # of another model (or none: a rebuild dropped them)
         self._chunks = self._db.create_table("chunks", schema=chunk_schema(dim))
         self._names = None
@@ -582,7 +600,8 @@ class LanceStore(VectorColumns, PathVectors):
         for column in SCALAR_INDEXED:
             self._chunks.create_index(column, config=BTree())
         epoch = str(int(self.meta("chunks_epoch") or 0) + 1)
-        self._meta.delete("key = 'ann_rows'")  # the new table has no vector index yet
+        # the new table has no vector index yet, nor the texts table
+        self._meta.delete(f"key IN ('ann_rows', '{TEXTS_ANN_ROWS}')")
         self._put_meta({"model_id": model_id, "dim": str(dim), "chunks_epoch": epoch})
 
     def chunk_count(self) -> int:
@@ -765,6 +784,7 @@ class LanceStore(VectorColumns, PathVectors):
         ]
         if moving and prefix and chunk_table is not None:
             _retag(chunk_table, {r["id"]: r for r in moving})
+            self._clear_texts()
         if moving:
             self._files.merge_insert("id").when_matched_update_all().execute(files_table(moving))
         if new is None:
@@ -794,15 +814,22 @@ class LanceStore(VectorColumns, PathVectors):
             self._db.drop_table("chunks")
             self._chunks = None
             self._names = None
+        self._drop_texts()
         self._drop_path_vectors(None)
         self._files.delete("true")
-        self._meta.delete("key IN ('model_id', 'dim', 'ann_rows')")
+        self._meta.delete(f"key IN ('model_id', 'dim', 'ann_rows', '{TEXTS_ANN_ROWS}')")
 
     def has_ann(self) -> bool:
         """True once the chunks table has its vector index."""
         chunks = self._chunk_table()
         if chunks is None:
             return False
+        if self._ann[1] and self._ann_of is chunks:
+            # an index is never dropped from a table (``set_model`` and ``clear_chunks`` make a
+            # new one): no version to read, a search asks this several times
+            return True
+        if self._ann_of is not chunks:  # another table: its versions count anew
+            self._ann, self._ann_of = (-1, False), chunks
         if self._ann[0] != chunks.version and self._is_remote:
             # meta says it (a listing of the indexes reads each one's metadata: a request each)
             self._ann = (chunks.version, int(self.meta("ann_rows") or 0) > 0)
@@ -826,11 +853,40 @@ class LanceStore(VectorColumns, PathVectors):
         if not self.has_ann():
             return self._exact.nearest(query, pool, file_ids)
         self._exact.clear()  # the index answers from now on: free the matrix
-        columns = PLACE_COLUMNS if self.has_flags() else ()
         chunks = self._chunk_table()
+        if file_ids is None and self.has_copies():
+            by_text = self._nearest_by_text(chunks, query, pool)
+            if by_text is not None:
+                return by_text
+        columns = PLACE_COLUMNS if self.has_flags() else ()
         found, rows = ann_nearest(chunks, query, pool, file_ids, columns)
         self._place_cache.keep(int(chunks.version), _places(rows))
         return found
+
+    def _nearest_by_text(
+        self, chunks: Any, query: np.ndarray[Any, Any], pool: int
+    ) -> list[tuple[int, float]] | None:
+        """The chunks of the ``pool`` nearest distinct texts (``lance.texts``); None while the
+        texts table does not match the chunks table."""
+        texts = self.nearest_texts(query, pool, self._chunks_stamp(chunks))
+        return None if texts is None else self._chunks_of(chunks, texts)
+
+    def _chunks_of(self, chunks: Any, texts: list[FoundText]) -> list[tuple[int, float]]:
+        """(chunk id, its text's score) of the chunks of ``texts``, a text's by id, at most
+        ``COPIES_PER_TEXT`` of each; every chunk's place is kept, by id and by text, for the
+        search's look-ups (``chunk_places``, ``text_places``) while the chunks table stays at
+        its version."""
+        version = int(chunks.version)
+        heads = [text.places(COPIES_PER_TEXT) for text in texts]
+        self._place_cache.keep(version, (place for head in heads for place in head))
+        if self._copies[0] != version or len(self._copies[1]) >= PLACE_CACHE:
+            self._copies = (version, {})
+        self._copies[1].update((text.text_hash, text) for text in texts)
+        return [(p.id, text.score) for text, head in zip(texts, heads, strict=True) for p in head]
+
+    def _chunks_stamp(self, chunks: Any) -> str:
+        """The chunks table's epoch and version: what the texts table is stamped with."""
+        return f"{self.meta('chunks_epoch') or 0}.{int(chunks.version)}"
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
@@ -840,6 +896,10 @@ class LanceStore(VectorColumns, PathVectors):
         expression = full_text(query)
         if chunks is None or expression is None:
             return []
+        if file_ids is None and self.has_ann() and self.has_copies():
+            texts = self.lexical_texts(expression, limit, self._chunks_stamp(chunks))
+            if texts is not None:
+                return [cid for cid, _ in self._chunks_of(chunks, texts)]
         self._warm_full_text(chunks)
 
         def run() -> list[int]:
@@ -930,6 +990,12 @@ class LanceStore(VectorColumns, PathVectors):
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
+        version, found = self._copies
+        if found and hashes and all(h in found for h in hashes):  # found by the texts table
+            chunks = self._chunk_table()
+            if chunks is not None and int(chunks.version) == version:
+                copies = (place for h in hashes for place in found[h].places())
+                return sorted(copies, key=lambda place: place.id)
         snapshot = self._snapshot() if hashes else None
         if snapshot is not None:
             rows = snapshot.with_hashes(hashes, PLACE_COLUMNS)
@@ -968,22 +1034,33 @@ class LanceStore(VectorColumns, PathVectors):
                     chunks.create_index("text_hash", config=BTree())
                 self._note_copies(chunks)
             self._build_ann(chunks)
+        texts = (
+            chunks is not None
+            and self.has_flags()
+            and self.has_ann()
+            and self.has_copies()
+            and not self.pending_count()
+        )
+        if texts:
+            self._update_texts(chunks, ANN_MIN_ROWS, ANN_PARTITION_ROWS)
         paths = self._path_table()
         kept = REMOTE_RETENTION if self._is_remote else RETENTION
         with warnings.catch_warnings():
             # "removes every version except the latest": intended. Writers are serialised by
             # the lock, and a reader that raced the clean-up retries once (retry).
             warnings.simplefilter("ignore", UserWarning)
-            for table in (self._folders, self._files, chunks, paths):
+            for table in (self._folders, self._files, chunks, paths, self._text_table()):
                 if table is not None:
                     table.optimize(cleanup_older_than=kept)
+            values = {TEXTS_OF: self._chunks_stamp(chunks)} if texts else {}
             if self._is_remote:  # the last commit of a run: what remote readers look for
                 stamp = f"{time.time():.3f}"
                 folders = sorted(self._folder_rows().values(), key=lambda row: int(row["id"]))
                 published = json.dumps({"written": stamp, "rows": folders})
-                values = {"written": stamp, PUBLISHED_FOLDERS: published}
+                values |= {"written": stamp, PUBLISHED_FOLDERS: published}
                 if self.meta("index_id") is None:  # names the copies readers keep (lance.cache)
                     values["index_id"] = uuid.uuid4().hex
+            if values:
                 self._put_meta(values)
             self._meta.optimize(cleanup_older_than=kept)
 
@@ -1016,6 +1093,7 @@ class LanceStore(VectorColumns, PathVectors):
             table = chunks.search().select(["id", "file_id", "text"]).limit(None).to_arrow()
             update = retagged(table, self._file_rows())
             chunks.merge_insert("id").when_matched_update_all().execute(update)
+        self._clear_texts()
         self._put_meta({"terms_version": TERMS_VERSION})
 
     def check(self) -> list[str]:
@@ -1054,7 +1132,7 @@ class LanceStore(VectorColumns, PathVectors):
         if isinstance(self.path, Path):
             return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
         tables = [self._meta, self._folder_table(), self._files]
-        tables += [self._chunk_table(), self._path_table()]
+        tables += [self._chunk_table(), self._path_table(), self._text_table()]
         return sum(int(t.stats()["total_bytes"]) for t in tables if t is not None)
 
     def close(self) -> None:

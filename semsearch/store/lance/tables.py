@@ -407,10 +407,17 @@ class VectorColumns:
         """One meta value, or None."""
         raise NotImplementedError
 
+    _flagged: Any = None  # the chunks table known to have them: columns are never dropped
+
     def has_flags(self) -> bool:
         """True when the chunks table exists and has ``text_hash`` and ``has_vector``."""
         chunks = self._chunk_table()
-        return chunks is not None and "has_vector" in chunks.schema.names
+        if chunks is None or chunks is self._flagged:
+            return chunks is not None
+        if "has_vector" not in chunks.schema.names:
+            return False
+        self._flagged = chunks
+        return True
 
     def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""

@@ -492,6 +492,11 @@ def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
     store.maintain()
     assert store._text_table().count_rows() == 410
     assert len(store.nearest(matrix[0], 10, None)) == 30 and asked == [1, 1]
+    versions = (store._text_table().version, store._meta.version)
+    with monkeypatch.context() as patched:  # nothing changed: nothing read or written again
+        patched.setattr(store, "_update_texts", lambda *a: pytest.fail("brought up to date"))
+        store.maintain()
+    assert (store._text_table().version, store._meta.version) == versions
     # a text no chunk has any more leaves the table; one some copy still has stays
     assert store.delete_files(folders[2], ["s1/f0.txt"]) == 1
     store.maintain()

@@ -1041,7 +1041,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             and self.has_copies()
             and not self.pending_count()
         )
-        if texts:
+        if texts and self.meta(TEXTS_OF) != self._chunks_stamp(chunks):  # chunks changed
             self._update_texts(chunks, ANN_MIN_ROWS, ANN_PARTITION_ROWS)
         paths = self._path_table()
         kept = REMOTE_RETENTION if self._is_remote else RETENTION
@@ -1053,6 +1053,8 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
                 if table is not None:
                     table.optimize(cleanup_older_than=kept)
             values = {TEXTS_OF: self._chunks_stamp(chunks)} if texts else {}
+            if values and self.meta(TEXTS_OF) == values[TEXTS_OF]:
+                values = {}  # nothing changed since the last run
             if self._is_remote:  # the last commit of a run: what remote readers look for
                 stamp = f"{time.time():.3f}"
                 folders = sorted(self._folder_rows().values(), key=lambda row: int(row["id"]))

@@ -28,6 +28,7 @@ Imported by :mod:`semsearch.store.lance.store`, which checks first that the lanc
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -90,6 +91,7 @@ class DistinctTexts:
     _db: Any
     _texts: Any = None  # the texts table, once it exists
     _texts_absent = False  # on object storage: found missing, not asked again until a sync
+    _texts_warmed = -1  # the texts table's version whose full-text indexes LanceDB holds
 
     def _open_if_there(self, name: str) -> Any:
         raise NotImplementedError
@@ -185,6 +187,17 @@ class DistinctTexts:
             table.create_index("vector", config=config, replace=True)
             self._put_meta({TEXTS_ANN_ROWS: str(count)})
 
+    def _warm_texts(self, table: Any) -> None:
+        """On object storage, have LanceDB read the texts' full-text indexes whole, once per
+        version (as ``LanceStore._warm_full_text`` does the chunks')."""
+        if not self._is_remote or self._texts_warmed == table.version:
+            return
+        for column in COLUMN_WEIGHTS:
+            # no such index, or a failed request: the query itself says so
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                table.prewarm_index(f"{column}_idx")
+        self._texts_warmed = table.version
+
     def _texts_if_current(self, stamp: str) -> Any:
         """The texts table when it matches the chunks table at ``stamp`` ("epoch.version")."""
         table = self._text_table()
@@ -208,6 +221,7 @@ class DistinctTexts:
         table = self._texts_if_current(stamp)
         if table is None:
             return None
+        self._warm_texts(table)
         search = table.search(expression, query_type="fts").limit(limit)
         found = retry(search.select([*_FOUND, "_score"]).to_arrow)
         return _found(found, found["_score"].to_numpy())

@@ -22,8 +22,10 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
            text, terms, defines, vector: fixed_size_list<float32>[dim], L2-normalised,
            text_hash, has_vector: bool)
     paths(file_id, vector: list<float32>)   a file's rel path embedded (dim long), see lance.paths
-    texts(text_hash, vector)   one row per distinct text, past the ANN threshold in a tree of
-                          copies (see lance.texts); meta texts_of, texts_ann_rows
+    texts(text_hash, vector, text, terms, defines, ids, files, starts, ends, pages)
+                          one row per distinct text, past the ANN threshold in a tree of
+                          copies: its first chunk's columns, the places of all its chunks as
+                          lists (see lance.texts); meta texts_of, texts_ann_rows
 
 A chunk written before its vector holds zeros and ``has_vector`` false (a flag, not a null
 list, keeps ``vector`` a plain fixed-size list for the ANN index); ``text_hash`` keys vectors
@@ -152,7 +154,7 @@ BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with t
 # leaves another stamp, and readers open the table again.
 PUBLISHED_FOLDERS = "folders"
 ID_BLOCK = 65_536  # ids reserved per meta write
-# Chunks of one text the vector arm names at most when the texts table answers (by id): more
+# Chunks of one text an arm names at most when the texts table answers (the first by id): more
 # would only cost the search time (the representative of a text is chosen among them; a hit
 # still lists every copy).
 COPIES_PER_TEXT = 64

@@ -25,8 +25,9 @@ times: a hybrid and a vector search child as above, and BM25 searches within fil
 one checkout, one repository of it, a kind of file), p50 over 8 queries x 3 after a warm-up.
 
 ``lancedb``: the hybrid arm's index (files, chunks and vectors of its schema-5 copy) written into
-a LanceDB index through the store, then ``maintain`` (full-text indexes, the ANN index,
-compaction), and the same vector and hybrid searches on it.
+a LanceDB index through the store, then ``maintain`` (full-text indexes, the ANN index, the
+texts table, compaction), and the same vector and hybrid searches on it; with ``--queries``
+also the given code sets' nDCG@10 over the whole tree (``QUALITY_CHILD``).
 
 Searches run with the index in the page cache, as after an index run; ``--uncached`` drops it
 from the cache before each search process (Linux), for a first search that reads the disk.
@@ -35,6 +36,8 @@ from the cache before each search process (Linux), for a first search that reads
     PYTHONPATH=$PWD python bench/scale.py vectors --old-code /work/main --json /tmp/vec.json
     PYTHONPATH=$PWD python bench/scale.py hybrid --old-code /work/main --json /tmp/hyb.json
     PYTHONPATH=$PWD python bench/scale.py lancedb --json /tmp/lance.json
+    PYTHONPATH=$PWD python bench/scale.py lancedb --keep --queries EVAL/codesearch \
+        --queries EVAL/codebench-wide
     PYTHONPATH=$PWD python bench/scale.py searches --pair /tmp/old=/tmp/a.db --pair $PWD=/tmp/b.db
 
 Without the quality bench's indexes (``--sources``), ``hybrid --seed-texts N`` embeds N of the
@@ -207,6 +210,38 @@ store.close()
 print(json.dumps({"files": len(files), "chunks": chunks, "write_s": round(written - started),
     "maintain_s": round(maintained - written), "lancedb_bytes": size_bytes,
     "peak_rss_build_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+"""
+
+# The child of ``lancedb --queries``: the given code sets' queries searched over the whole tree
+# (every project, every checkout, no filter); a hit counts when it lies in the query's project
+# and is one of its labelled files, each file once. nDCG@10, overall and per category.
+QUALITY_CHILD = """
+import json, math, os, sys, time
+from semsearch.config import load_settings
+from semsearch.index import Index
+index = Index(load_settings(os.environ))
+scores, categories, started = [], {}, time.monotonic()
+for folder in sys.argv[1:]:
+    for line in open(os.path.join(folder, "queries.jsonl")):
+        if not line.strip():
+            continue
+        query = json.loads(line)
+        relevant = [r["path"] for r in query["relevant"]]
+        seen, gains = set(), []
+        for hit in index.search(query["query"], k=10):
+            parts = hit.rel.split("/", 2)  # checkout, project, path in the project
+            found = None
+            if len(parts) == 3 and parts[1] == query["repo"]:
+                found = next((r for r in relevant if parts[2].endswith(r)), None)
+            gains.append(int(found is not None and found not in seen))
+            seen.add(found)
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+        ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+        scores.append(dcg / ideal)
+        categories.setdefault(query["category"], []).append(dcg / ideal)
+print(json.dumps({"queries": len(scores), "ndcg10": round(sum(scores) / len(scores), 4),
+    "categories": {c: round(sum(v) / len(v), 4) for c, v in sorted(categories.items())},
+    "seconds": round(time.monotonic() - started)}))
 """
 
 UNCACHED = "drop the index from the page cache before each search process"
@@ -464,7 +499,7 @@ def hybrid_arm(args: argparse.Namespace) -> dict[str, Any]:
 def lancedb_arm(args: argparse.Namespace) -> dict[str, Any]:
     """The hybrid arm's chunks and vectors in a LanceDB index; its vector and hybrid searches."""
     work = args.work
-    env = {**child_env(REPO, work), "SS_STORE_BACKEND": "lancedb"}
+    env = {**child_env(args.code, work), "SS_STORE_BACKEND": "lancedb"}
     result: dict[str, Any] = {}
     if not args.keep:
         if work.exists():
@@ -476,6 +511,8 @@ def lancedb_arm(args: argparse.Namespace) -> dict[str, Any]:
         mode: [run_child(SEARCH_CHILD, [mode, queries], env) for _ in "ab"]
         for mode in ("vector", "hybrid")
     }
+    if args.queries:
+        result["quality"] = run_child(QUALITY_CHILD, [str(q) for q in args.queries], env)
     return result
 
 
@@ -618,9 +655,16 @@ def main(argv: list[str] | None = None) -> int:
     lance.add_argument(
         "--source", type=Path, default=DEFAULT_WORK / "scale-hybrid" / "old" / "index.db"
     )
+    lance.add_argument("--code", type=Path, default=REPO, help="checkout whose code is measured")
     lance.add_argument("--work", type=Path, default=DEFAULT_WORK / "scale-lancedb")
     lance.add_argument("--keep", action="store_true", help="search the index already there")
     lance.add_argument("--json", help="write the figures here")
+    lance.add_argument(
+        "--queries",
+        type=Path,
+        action="append",
+        help="a given code set (its queries.jsonl) to score over the whole tree; repeatable",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     if args.arm == "searches" and not args.glob:

@@ -6,6 +6,7 @@ Skipped without the lancedb extra (tests/test_store.py checks the message that n
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -577,3 +578,20 @@ def test_a_text_is_found_by_the_path_words_its_first_chunk_has_now(
     rels = {r["id"]: r["rel"] for r in store._file_rows().values()}
     files = store.chunk_files(found)
     assert sum(rels[files[cid]].startswith("relocated/") for cid in found) == 10
+
+
+def test_status_check_reads_the_texts_table_and_its_full_text_indexes(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search over every file asks the texts table's full-text indexes, not the chunks' (a
+    search within files does): the check asks both."""
+    store, _ = copies_store(settings, monkeypatch, revisions=2, files=20)
+    assert store.check() == []
+    for name in ("texts", "chunks"):
+        table = store._text_table() if name == "texts" else store._chunk_table()
+        index = next(i for i in table.list_indices() if i.columns == ["text"])
+        folder = settings.store_path / f"{name}.lance" / "_indices" / index.index_uuid
+        shutil.move(folder, folder.with_name("aside"))
+        problems = LanceStore(settings.store_path).check()
+        assert problems and all(p.startswith("full-text index: ") for p in problems), name
+        shutil.move(folder.with_name("aside"), folder)

@@ -1120,9 +1120,15 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         if chunks is None:
             return problems
         try:
-            indexed = {c for index in chunks.list_indices() for c in index.columns}
-            missing = [c for c in COLUMN_WEIGHTS if c not in indexed]
-            problems += [f"no full-text index on chunks.{c}" for c in missing]
+            for name, table in (("chunks", chunks), ("texts", self._text_table())):
+                if table is None:
+                    continue
+                indexed = {c for index in table.list_indices() for c in index.columns}
+                missing = [c for c in COLUMN_WEIGHTS if c not in indexed]
+                problems += [f"no full-text index on {name}.{c}" for c in missing]
+                # each table's own (a search asks the texts table's while it is current)
+                query = full_text(LexicalQuery(("index",)))
+                table.search(query, query_type="fts").limit(1).to_arrow()
             self.lexical(LexicalQuery(("index",)), 1)
         except (OSError, RuntimeError, ValueError) as exc:
             problems.append(f"full-text index: {lance_problem(exc) or exc}")

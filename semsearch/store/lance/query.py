@@ -5,6 +5,7 @@ Imported by :mod:`semsearch.store.lance.store`, which checks first that the lanc
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -61,6 +62,14 @@ def full_text(query: LexicalQuery) -> FullTextQuery | None:
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else BooleanQuery([(Occur.SHOULD, c) for c in clauses])
+
+
+def prewarm_full_text(table: Any) -> None:
+    """Have LanceDB read a table's full-text indexes whole (see ``LanceStore._warm_full_text``)."""
+    for column in COLUMN_WEIGHTS:
+        # no such index, or a failed request: the query itself says so
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            table.prewarm_index(f"{column}_idx")
 
 
 def ann_rows(

@@ -58,7 +58,6 @@ them), as is a table LanceDB cannot open or read (``lance_problem``): every meth
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import json
@@ -112,7 +111,7 @@ try:  # the sibling modules import lancedb and pyarrow too
 
     from semsearch.store.lance.cache import ReadCache
     from semsearch.store.lance.paths import PathVectors, moved_path_ids
-    from semsearch.store.lance.query import ann_nearest, full_text
+    from semsearch.store.lance.query import ann_nearest, full_text, prewarm_full_text
     from semsearch.store.lance.tables import (
         FILES,
         FOLDERS,
@@ -933,10 +932,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         """
         if not self._is_remote or self._warmed == chunks.version:
             return
-        for column in COLUMN_WEIGHTS:
-            # no such index, or a failed request: the query itself says so
-            with contextlib.suppress(OSError, RuntimeError, ValueError):
-                chunks.prewarm_index(f"{column}_idx")
+        prewarm_full_text(chunks)
         self._warmed = chunks.version
 
     def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:

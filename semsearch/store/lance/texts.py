@@ -28,7 +28,6 @@ Imported by :mod:`semsearch.store.lance.store`, which checks first that the lanc
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -38,7 +37,7 @@ from lancedb.index import FTS, HnswSq
 from lancedb.query import FullTextQuery
 
 from semsearch.store.base import ChunkPlace
-from semsearch.store.lance.query import ann_rows
+from semsearch.store.lance.query import ann_rows, prewarm_full_text
 from semsearch.store.lance.tables import HAS_VECTOR, hashes_sql, ids_sql, retry
 from semsearch.text.lexical import COLUMN_WEIGHTS
 
@@ -192,10 +191,7 @@ class DistinctTexts:
         version (as ``LanceStore._warm_full_text`` does the chunks')."""
         if not self._is_remote or self._texts_warmed == table.version:
             return
-        for column in COLUMN_WEIGHTS:
-            # no such index, or a failed request: the query itself says so
-            with contextlib.suppress(OSError, RuntimeError, ValueError):
-                table.prewarm_index(f"{column}_idx")
+        prewarm_full_text(table)
         self._texts_warmed = table.version
 
     def _texts_if_current(self, stamp: str) -> Any:

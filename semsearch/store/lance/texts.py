@@ -5,12 +5,12 @@ tree full of copies.
 row per distinct text of the chunks: its vector, its text and the ``terms`` and ``defines`` of
 its first chunk (the lowest id, as the SQLite index scores a text by its first chunk's FTS row),
 and the place of every chunk of that text, by id, as lists: ids, file ids, start and end lines,
-pages. In a tree of many
-checkouts ten chunks can share a text: the chunks' own vector index then filled a pool of 200
-with ~20 texts, the search asked again ten times deeper (``search.copies.widened``), BM25 walked
-ten copies of every posting, and the copies' places took a query of their own (bench/RESULTS.md,
-sessions 24 and 30). Here each arm asks the texts once, and a text's chunks and files come with
-it with their places; the chunks table is read only for the hits' texts.
+pages. In a tree of many checkouts ten chunks can share a text: the chunks' own vector index
+then filled a pool of 200 with ~20 texts, the search asked again ten times deeper
+(``search.copies.widened``), BM25 walked ten copies of every posting, and the copies' places took
+a query of their own (bench/RESULTS.md, sessions 24 and 30). Here each arm asks for distinct
+texts once, and their chunks' places come with them; the chunks table is read only for the
+hits' rows.
 
 ``maintain`` brings the table up to date when the chunks table has its vector index, holds
 copies and no chunk waits for its vector: it deletes the rows of texts no chunk has any more or
@@ -19,9 +19,10 @@ IVF-HNSW-SQ index past ``ANN_MIN_ROWS`` rows (retrained as the chunks' is, when 
 doubled) and records in meta ``texts_of`` the chunks table's epoch and version it matches. A
 search asks the table only while the chunks table is at that version and not within some files;
 otherwise the chunks table answers as before. The full-text indexes (made with the table, kept
-up by ``maintain``'s optimize) are the chunks table's. A write of the chunks' ``terms`` (a folder
-moved under a prefix, new rules) empties the table for the next ``maintain``. Like ``paths``, the
-table is kept while the chunks table lives (a reader's handle stays valid); it goes with it.
+up by ``maintain``'s optimize) have the chunks table's settings. A write of the chunks' ``terms``
+(a folder moved under a prefix, new rules) empties the table for the next ``maintain``. Like
+``paths``, the table is kept while the chunks table lives (a reader's handle stays valid); it
+goes with it.
 
 Imported by :mod:`semsearch.store.lance.store`, which checks first that the lancedb extra loads.
 """

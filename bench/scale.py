@@ -52,6 +52,7 @@ import json
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -213,35 +214,31 @@ print(json.dumps({"files": len(files), "chunks": chunks, "write_s": round(writte
 """
 
 # The child of ``lancedb --queries``: the given code sets' queries searched over the whole tree
-# (every project, every checkout, no filter); a hit counts when it lies in the query's project
-# and is one of its labelled files, each file once. nDCG@10, overall and per category.
+# (every project, every checkout, no filter), written as run files for each set's own score.py
+# (``tree_quality``): a hit in the query's project by its path there (``cNN/<project>/`` cut),
+# a hit in another project by a path no label can match.
 QUALITY_CHILD = """
-import json, math, os, sys, time
+import json, os, sys, time
+from pathlib import Path
 from semsearch.config import load_settings
 from semsearch.index import Index
 index = Index(load_settings(os.environ))
-scores, categories, started = [], {}, time.monotonic()
-for folder in sys.argv[1:]:
-    for line in open(os.path.join(folder, "queries.jsonl")):
+out, started, queries = Path(sys.argv[1]), time.monotonic(), 0
+for folder in map(Path, sys.argv[2:]):
+    lines = []
+    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
-        query = json.loads(line)
-        relevant = [r["path"] for r in query["relevant"]]
-        seen, gains = set(), []
-        for hit in index.search(query["query"], k=10):
+        query, results = json.loads(line), []
+        for n, hit in enumerate(index.search(query["query"], k=10)):
             parts = hit.rel.split("/", 2)  # checkout, project, path in the project
-            found = None
-            if len(parts) == 3 and parts[1] == query["repo"]:
-                found = next((r for r in relevant if parts[2].endswith(r)), None)
-            gains.append(int(found is not None and found not in seen))
-            seen.add(found)
-        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
-        ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
-        scores.append(dcg / ideal)
-        categories.setdefault(query["category"], []).append(dcg / ideal)
-print(json.dumps({"queries": len(scores), "ndcg10": round(sum(scores) / len(scores), 4),
-    "categories": {c: round(sum(v) / len(v), 4) for c, v in sorted(categories.items())},
-    "seconds": round(time.monotonic() - started)}))
+            mine = len(parts) == 3 and parts[1] == query["repo"]
+            results.append({"path": parts[2] if mine else f"/elsewhere/{n}",
+                "start_line": hit.start_line, "end_line": hit.end_line})
+        lines.append(json.dumps({"id": query["id"], "results": results}))
+        queries += 1
+    (out / f"{folder.name}.jsonl").write_text("\\n".join(lines) + "\\n", encoding="utf-8")
+print(json.dumps({"queries": queries, "seconds": round(time.monotonic() - started)}))
 """
 
 UNCACHED = "drop the index from the page cache before each search process"
@@ -512,7 +509,35 @@ def lancedb_arm(args: argparse.Namespace) -> dict[str, Any]:
         for mode in ("vector", "hybrid")
     }
     if args.queries:
-        result["quality"] = run_child(QUALITY_CHILD, [str(q) for q in args.queries], env)
+        result["quality"] = tree_quality(args.queries, work / "quality", env)
+    return result
+
+
+def tree_quality(sets: list[Path], out: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The given code sets' queries over the whole tree (``QUALITY_CHILD``), each set's run
+    scored by its own ``score.py`` as ``codesearch.py`` does: the mean over projects, and per
+    category the mean over projects of their category means."""
+    out.mkdir(parents=True, exist_ok=True)
+    result = run_child(QUALITY_CHILD, [str(out), *map(str, sets)], env)
+    per_repo: dict[str, float] = {}
+    categories: dict[str, list[float]] = {}
+    for folder in sets:
+        scores = out / f"{folder.name}.json"
+        run = [str(out / f"{folder.name}.jsonl"), "--paths", "repo", "--json", str(scores)]
+        subprocess.run(
+            [sys.executable, str(folder / "score.py"), *run],
+            check=True,
+            text=True,
+            capture_output=True,
+        )
+        scored = json.loads(scores.read_text(encoding="utf-8"))
+        per_repo.update(scored["per_repo"])
+        for by_category in scored["per_repo_by_category"].values():
+            for category, value in by_category.items():
+                if value == value:  # NaN: no query of that category in the project
+                    categories.setdefault(category, []).append(value)
+    result["macro"] = round(statistics.mean(per_repo.values()), 4)
+    result["categories"] = {c: round(statistics.mean(v), 4) for c, v in sorted(categories.items())}
     return result
 
 

@@ -485,6 +485,8 @@ def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
     with monkeypatch.context() as patched:  # their files and text hashes came with them
         patched.setattr(store, "_places", lambda where: pytest.fail(f"read again: {where}"))
         keys = store.text_keys(found)
+        copies = store.text_places([hash_of[found[0]]])  # every copy of a text found
+    assert [p.id for p in copies] == found[:3]
     assert {cid: key[1] for cid, key in keys.items()} == {cid: hash_of[cid] for cid in found}
     assert store.nearest(matrix[0], 5, [int(store.chunk_files([int(ids[0])])[int(ids[0])])])
     assert asked == [1]  # within files: the chunks' own index

@@ -35,6 +35,7 @@ from semsearch.store import (
     text_hash,
     write_lock,
 )
+from semsearch.store.base import PlaceCache
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import SCHEMA_VERSION, TABLES_SQL
 from semsearch.store.sqlite.store import SqliteStore
@@ -640,3 +641,13 @@ def test_any_file_name_is_stored_and_given_back(store: Store) -> None:
     outer = store.ensure_folder("/srv", "srv")
     assert store.move_folder("/srv/a", "/srv", "\udce9/") == 3
     assert sorted(store.file_states(outer)) == sorted("\udce9/" + name for name in ODD_NAMES[2:])
+
+
+def test_the_place_cache_keeps_every_copy_of_a_text_for_its_state_only() -> None:
+    cache = PlaceCache(limit=100)
+    places = [ChunkPlace(9, 3, "a" * 32, 1, 5, None), ChunkPlace(4, 2, "a" * 32, 1, 5, None)]
+    cache.keep_copies(7, {"a" * 32: lambda: places})
+    assert cache.holds_copies
+    assert cache.copies(7, ["a" * 32]) == sorted(places, key=lambda p: p.id)
+    assert cache.copies(7, ["a" * 32, "b" * 32]) is None  # one of them not kept
+    assert cache.copies(8, ["a" * 32]) is None and not cache.holds_copies  # another state

@@ -146,17 +146,38 @@ class PlaceCache:
     version), by chunk id: a chunk's place never changes while it exists, and deleting it makes
     a new state. A search reads those of the chunks it scores, then asks for them again to
     collapse copies and lift files. At most about ``limit`` are kept: past that it starts again.
-    The caller serialises its calls."""
+    It can also keep every place of a text (:meth:`keep_copies`) where a store learns them all
+    at once, made into places only when asked. The caller serialises its calls."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._state: int | None = None
         self._known: dict[int, ChunkPlace] = {}
+        self._texts: dict[str, Callable[[], list[ChunkPlace]]] = {}  # text hash → its places
 
     def _at(self, state: int) -> dict[int, ChunkPlace]:
-        if state != self._state or len(self._known) >= self._limit:
-            self._state, self._known = state, {}
+        if state != self._state or max(len(self._known), len(self._texts)) >= self._limit:
+            self._state, self._known, self._texts = state, {}, {}
         return self._known
+
+    @property
+    def holds_copies(self) -> bool:
+        """True when some text's places are kept (:meth:`keep_copies`)."""
+        return bool(self._texts)
+
+    def keep_copies(self, state: int, copies: dict[str, Callable[[], list[ChunkPlace]]]) -> None:
+        """Keep, for each text hash, how to make the places of every chunk of that text at
+        ``state``."""
+        self._at(state)
+        self._texts.update(copies)
+
+    def copies(self, state: int, hashes: Sequence[str]) -> list[ChunkPlace] | None:
+        """The places of every chunk of these texts at ``state``, by id; None unless every one
+        of the texts was kept."""
+        self._at(state)
+        if not all(h in self._texts for h in hashes):
+            return None
+        return sorted((p for h in hashes for p in self._texts[h]()), key=lambda p: p.id)
 
     def keep(self, state: int, places: Iterable[ChunkPlace]) -> None:
         """Keep places read at ``state``."""

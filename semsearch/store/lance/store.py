@@ -350,9 +350,6 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         self._refs: tuple[Any, Any, dict[int, FileRef]] = (None, None, {})
         # places read (with the nearest chunks, by id, of a text's copies) by chunks version
         self._place_cache = PlaceCache(PLACE_CACHE)
-        # text hash → the places of its chunks, of the texts the texts table found, by chunks
-        # version (``_chunks_of``)
-        self._copies: tuple[int, dict[str, FoundText]] = (-1, {})
         self._reserved: dict[str, tuple[int, int]] = {}  # name → (next id, end of block)
         try:
             self._check_version(create)
@@ -880,9 +877,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         version = int(chunks.version)
         heads = [text.places(COPIES_PER_TEXT) for text in texts]
         self._place_cache.keep(version, (place for head in heads for place in head))
-        if self._copies[0] != version or len(self._copies[1]) >= PLACE_CACHE:
-            self._copies = (version, {})
-        self._copies[1].update((text.text_hash, text) for text in texts)
+        self._place_cache.keep_copies(version, {text.text_hash: text.places for text in texts})
         return [(p.id, text.score) for text, head in zip(texts, heads, strict=True) for p in head]
 
     def _chunks_stamp(self, chunks: Any) -> str:
@@ -988,19 +983,17 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
 
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every chunk of these text hashes, by chunk id."""
-        version, found = self._copies
-        if found and hashes and all(h in found for h in hashes):  # found by the texts table
-            chunks = self._chunk_table()
-            if chunks is not None and int(chunks.version) == version:
-                copies = (place for h in hashes for place in found[h].places())
-                return sorted(copies, key=lambda place: place.id)
+        chunks = self._chunk_table()
+        if hashes and chunks is not None and self._place_cache.holds_copies:
+            kept = self._place_cache.copies(int(chunks.version), hashes)  # the texts table's
+            if kept is not None:
+                return kept
         snapshot = self._snapshot() if hashes else None
         if snapshot is not None:
             rows = snapshot.with_hashes(hashes, PLACE_COLUMNS)
         else:
             rows = self._places(f"text_hash IN ({hashes_sql(hashes)})" if hashes else "")
         places = sorted(_places(rows), key=lambda place: place.id)
-        chunks = self._chunk_table()
         if snapshot is None and chunks is not None:
             self._place_cache.keep(int(chunks.version), places)
         return places

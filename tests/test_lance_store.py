@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("lancedb", reason='needs the lancedb extra: pip install "semsearch[lancedb]"')
 
+import pyarrow as pa  # comes with lancedb
+
 from semsearch.config import Settings
 from semsearch.errors import StoreError
 from semsearch.index import Index
@@ -597,3 +599,32 @@ def test_status_check_reads_the_texts_table_and_its_full_text_indexes(
         problems = LanceStore(settings.store_path).check()
         assert problems and all(p.startswith("full-text index: ") for p in problems), name
         shutil.move(folder.with_name("aside"), folder)
+
+
+def test_the_texts_table_waits_for_every_vector_and_replaces_one_of_another_shape(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks still waiting for their vectors leave the texts table unstamped (a search reads the
+    chunks table) until a run gives them vectors; a texts table of another shape (another
+    semsearch's) is made anew."""
+    store, folders = copies_store(settings, monkeypatch, revisions=2, files=20)
+    stamped = store.meta("texts_of")
+    waiting = tuple(ChunkRecord(n, n, 0, 1, None, f"waiting {n}") for n in range(5))
+    for folder in folders:
+        store.write_files([FileWrite(folder, "new.md", 1, 10, "sha", "ok", "text", waiting)])
+    store.maintain()
+    assert store.pending_count() == 10 and store.meta("texts_of") == stamped
+    assert store.nearest(store.vectors(0)[2][0], 5, None)  # the chunks table answered
+    assert store._texts_if_current(store._chunks_stamp(store._chunk_table())) is None
+    hashes = [h for h, _ in store.pending_texts(10)]
+    store.set_vectors(hashes, np.eye(16, dtype=np.float32)[: len(hashes)])
+    store.maintain()
+    assert store.meta("texts_of") == store._chunks_stamp(store._chunk_table())
+    assert store._text_table().count_rows() == 205
+    store._db.drop_table("texts")
+    store._texts = store._db.create_table("texts", schema=pa.schema([("text_hash", pa.string())]))
+    store._texts.add(pa.table({"text_hash": ["0" * 32]}))
+    store.write_files(random_writes(folders[0], 1, 10, seed=7))  # the chunks change
+    store.maintain()
+    texts = store._text_table()
+    assert texts.count_rows() == 215 and "ids" in texts.schema.names

@@ -1025,15 +1025,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
                     chunks.create_index("text_hash", config=BTree())
                 self._note_copies(chunks)
             self._build_ann(chunks)
-        texts = (
-            chunks is not None
-            and self.has_flags()
-            and self.has_ann()
-            and self.has_copies()
-            and not self.pending_count()
-        )
-        if texts and self.meta(TEXTS_OF) != self._chunks_stamp(chunks):  # chunks changed
-            self._update_texts(chunks, ANN_MIN_ROWS, ANN_PARTITION_ROWS)
+        texts = self._texts_kept(chunks)
         paths = self._path_table()
         kept = REMOTE_RETENTION if self._is_remote else RETENTION
         with warnings.catch_warnings():
@@ -1056,6 +1048,20 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             if values:
                 self._put_meta(values)
             self._meta.optimize(cleanup_older_than=kept)
+
+    def _texts_kept(self, chunks: Any) -> bool:
+        """Whether the texts table matches ``chunks`` (``maintain``, which stamps it so): up to
+        date already when the chunks did not change since its stamp (no chunk was waiting for a
+        vector then), brought up to date when they did; False where it is not kept (no vector
+        index, no copies, chunks still waiting for their vectors)."""
+        if chunks is None or not (self.has_flags() and self.has_ann() and self.has_copies()):
+            return False
+        if self.meta(TEXTS_OF) == self._chunks_stamp(chunks):
+            return True
+        if self.pending_count():
+            return False
+        self._update_texts(chunks, ANN_MIN_ROWS, ANN_PARTITION_ROWS)
+        return True
 
     def has_copies(self) -> bool:
         """False when the last index run found no two chunks of one text (meta ``copies``)."""

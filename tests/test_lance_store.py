@@ -5,10 +5,13 @@ Skipped without the lancedb extra (tests/test_store.py checks the message that n
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,13 +22,14 @@ pytest.importorskip("lancedb", reason='needs the lancedb extra: pip install "sem
 
 import pyarrow as pa  # comes with lancedb
 
+from semsearch.cli.commands import main
 from semsearch.config import Settings
 from semsearch.errors import StoreError
 from semsearch.index import Index
 from semsearch.model.embedder import HashEmbedder
 from semsearch.store import ChunkRecord, FileWrite
 from semsearch.store.lance import store as lance
-from semsearch.store.lance.store import LanceStore
+from semsearch.store.lance.store import LanceStore, mended_by_index
 from semsearch.store.lance.tables import retry
 from semsearch.text.lexical import LexicalQuery
 from tests.conftest import write_tree
@@ -534,30 +538,51 @@ def test_the_texts_table_goes_with_the_chunks_table(
     assert texts.schema.field("vector").type.list_size == 8 and texts.count_rows() == 200
 
 
+COPIED = "def test_retry():\n    assert retry_payment(charge) == 'retry payment'\n"
+OTHERS = {f"src/m{n}.py": f"def retry_{n}(payment):\n    return payment {n}\n" for n in range(4)}
+
+
+def copies_index(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Index:
+    """An index (hashed embedder) of a test file in 250 revisions and 4 other files, past a
+    lowered ANN threshold: 5 distinct texts."""
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 200)
+    tree = {f"rev{n:03}/tests/test_retry.py": COPIED for n in range(250)}
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([write_tree(tmp_path / "repo", {**tree, **OTHERS})])
+    return index
+
+
+@contextlib.contextmanager
+def texts_only(store: LanceStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail the test if a search reads the chunks' vector or full-text index."""
+    with monkeypatch.context() as patched:
+        patched.setattr(lance, "ann_nearest", lambda *a, **k: pytest.fail("the chunks' index"))
+        patched.setattr(store, "_warm_full_text", lambda *a: pytest.fail("the chunks' FTS"))
+        yield
+
+
+def assert_copies_found(index: Index) -> None:
+    """In each mode, "retry payment" finds the copied test once, listing its 249 other copies,
+    and the four other files."""
+    for mode in ("hybrid", "vector", "bm25"):
+        hits = index.search("retry payment", k=5, mode=mode)  # type: ignore[arg-type]
+        (copied_hit,) = [hit for hit in hits if hit.rel.endswith("tests/test_retry.py")]
+        assert sorted(h.rel for h in hits if h is not copied_hit) == sorted(OTHERS), mode
+        assert copied_hit.copy_count == 249, mode
+
+
 def test_a_search_past_the_threshold_collapses_copies_through_the_texts_table(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A test file in 250 revisions: the vector arm reads its distinct texts once, and the
     search still gives k distinct places, the copied one listing the other 249."""
-    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 200)
-    copied = "def test_retry():\n    assert retry_payment(charge) == 'retry payment'\n"
-    tree = {f"rev{n:03}/tests/test_retry.py": copied for n in range(250)}
-    others = {
-        f"src/m{n}.py": f"def retry_{n}(payment):\n    return payment {n}\n" for n in range(4)
-    }
-    index = Index(settings, embedder=HashEmbedder())
-    index.update([write_tree(tmp_path / "repo", {**tree, **others})])
+    index = copies_index(settings, tmp_path, monkeypatch)
     store = index._store
     assert isinstance(store, LanceStore) and store.has_ann()
     assert store._text_table().count_rows() == 5
-    monkeypatch.setattr(lance, "ann_nearest", lambda *a, **k: pytest.fail("the chunks' index"))
     chunks_fts = store._warm_full_text  # called on the way to the chunks' full-text index
-    monkeypatch.setattr(store, "_warm_full_text", lambda *a: pytest.fail("the chunks' FTS"))
-    for mode in ("hybrid", "vector", "bm25"):
-        hits = index.search("retry payment", k=5, mode=mode)  # type: ignore[arg-type]
-        (copied_hit,) = [hit for hit in hits if hit.rel.endswith("tests/test_retry.py")]
-        assert sorted(h.rel for h in hits if h is not copied_hit) == sorted(others), mode
-        assert copied_hit.copy_count == 249, mode
+    with texts_only(store, monkeypatch):
+        assert_copies_found(index)
     monkeypatch.setattr(store, "_warm_full_text", chunks_fts)  # within files: the chunks table
     (hit,) = index.search("retry payment", k=1, mode="bm25", glob="rev007/**")
     assert hit.rel == "rev007/tests/test_retry.py" and hit.copy_count == 0
@@ -597,7 +622,9 @@ def test_status_check_reads_the_texts_table_and_its_full_text_indexes(
         folder = settings.store_path / f"{name}.lance" / "_indices" / index.index_uuid
         shutil.move(folder, folder.with_name("aside"))
         problems = LanceStore(settings.store_path).check()
-        assert problems and all(p.startswith("full-text index: ") for p in problems), name
+        about = "table texts: full-text index: " if name == "texts" else "full-text index: "
+        assert problems and all(p.startswith(about) for p in problems), name
+        assert mended_by_index(problems) == (name == "texts")
         shutil.move(folder.with_name("aside"), folder)
 
 
@@ -628,3 +655,53 @@ def test_the_texts_table_waits_for_every_vector_and_replaces_one_of_another_shap
     store.maintain()
     texts = store._text_table()
     assert texts.count_rows() == 215 and "ids" in texts.schema.names
+
+
+@pytest.mark.parametrize("damage", ["data file", "full-text index"])
+def test_a_damaged_texts_table_is_searched_around_and_made_again_by_an_index_run(
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    damage: str,
+) -> None:
+    """The texts table's rows all come from the chunks table: a file of it missing costs a
+    search time, not its answer (the chunks table answers; said once), `status --check` says
+    an index run mends it, and the next run, with nothing changed, makes it again; a reader
+    open all along then reads it again."""
+    index = copies_index(settings, tmp_path, monkeypatch)
+    store = index._store
+    assert isinstance(store, LanceStore)
+    folder = settings.store_path / "texts.lance"
+    if damage == "data file":
+        (victim,) = (folder / "data").iterdir()
+    else:
+        text = next(i for i in store._text_table().list_indices() if i.columns == ["text"])
+        victim = folder / "_indices" / text.index_uuid
+    shutil.move(victim, tmp_path / "aside")
+    caplog.set_level(logging.WARNING, "semsearch.store")
+    reader = Index(settings, embedder=HashEmbedder())  # a long-running one, as an MCP server
+    assert_copies_found(reader)
+    assert_copies_found(reader)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"semsearch: the texts table of the index {settings.store_path}")
+    assert "damaged (Not found: " in said and "searching its chunks table instead" in said
+    assert main(["status", "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert "damaged  (1 problem)\n  table texts: " in out
+    assert "Run `semsearch index`: it makes the table again." in err and "--rebuild" not in err
+    caplog.clear()
+    assert not index.update([tmp_path / "repo"]).has_changes
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "was damaged (Not found: " in said and "making it again from the chunks table" in said
+    assert store._text_table().count_rows() == 5 and not (folder / "data" / victim.name).exists()
+    assert main(["status", "--check"]) == 0
+    capsys.readouterr()
+    with texts_only(reader._store, monkeypatch):  # type: ignore[arg-type]
+        assert_copies_found(reader)
+    caplog.clear()
+    index.update([tmp_path / "repo"])  # sound: nothing made again
+    assert not caplog.records and store._text_table().count_rows() == 5
+    index.close()
+    reader.close()

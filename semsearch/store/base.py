@@ -456,6 +456,8 @@ class IndexCheck:
     path: Location
     checks: tuple[str, ...]
     problems: tuple[str, ...]
+    # every problem is in a table an index run makes again (LanceDB's texts table)
+    mended_by_index: bool = False
 
     @property
     def is_damaged(self) -> bool:

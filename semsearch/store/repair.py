@@ -4,7 +4,9 @@ A damaged index is never repaired in place, written over or deleted. ``index --r
 (:meth:`semsearch.index.Index.rebuild`) renames it, holding the write lock, and indexes anew:
 ``index.db`` becomes ``index.db.damaged-20261205-081500`` (``.old-…`` when the check found it
 sound), and its ``-wal`` and ``-shm`` files go with it under that name, so SQLite opens the kept
-copy whole; a LanceDB folder is renamed the same way.
+copy whole; a LanceDB folder is renamed the same way. The one exception is LanceDB's texts
+table, whose rows all come from the chunks table: an index run makes it again
+(``LanceStore.maintain``), and searches read the chunks table meanwhile.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def check_index(backend: str, path: Location) -> IndexCheck:
         steps, problems = check_file(path)
         return IndexCheck(path, steps, problems)
     # an optional extra: loaded only when chosen
-    from semsearch.store.lance.store import LanceStore
+    from semsearch.store.lance.store import LanceStore, mended_by_index
 
     steps = ("every table opened", "every row read", "a full-text query")
     try:
@@ -56,9 +58,10 @@ def check_index(backend: str, path: Location) -> IndexCheck:
     except IndexDamagedError as exc:
         return IndexCheck(path, steps[:1], (exc.problem,))
     try:
-        return IndexCheck(path, steps, tuple(store.check()))
+        problems = tuple(store.check())
     finally:
         store.close()
+    return IndexCheck(path, steps, problems, bool(problems) and mended_by_index(problems))
 
 
 def set_aside(path: Path, reason: str, now: float | None = None) -> tuple[Path, ...]:

@@ -25,7 +25,9 @@ Chosen with ``SS_STORE_BACKEND=lancedb`` (or config ``storeBackend``), installed
     texts(text_hash, vector, text, terms, defines, ids, files, starts, ends, pages)
                           one row per distinct text, past the ANN threshold in a tree of
                           copies: its first chunk's columns, the places of all its chunks as
-                          lists (see lance.texts); meta texts_of, texts_ann_rows
+                          lists (see lance.texts); meta texts_of, texts_ann_rows,
+                          texts_made. Made again by an index run when damaged (its rows
+                          all come from the chunks table)
 
 A chunk written before its vector holds zeros and ``has_vector`` false (a flag, not a null
 list, keeps ``vector`` a plain fixed-size list for the ANN index); ``text_hash`` keys vectors
@@ -61,12 +63,13 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import re
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path, PurePath
@@ -168,10 +171,15 @@ PLACE_CACHE = 65_536  # chunk places a store keeps per version of the chunks tab
 # stored vector of a text) by text_hash; a B-tree finds 5 hashes among 1M rows in ~10 ms, a scan
 # takes ~100 ms.
 SCALAR_INDEXED = ("id", "text_hash")
+TEXTS_PROBLEM = "table texts: "  # how ``LanceStore.check`` begins a problem of that table
+
+logger = logging.getLogger("semsearch.store")
 
 
 # A source location LanceDB appends to its messages: ", /root/.cargo/…/file.rs:12:34"
 _SOURCE = re.compile(r",? \S+\.rs:\d+:\d+")
+# The layers Lance wraps an error of a file in, before what it says about the file.
+_WRAPPERS = re.compile(r"^(?:LanceError\(\w+\): |Generic \S+ error: |Wrapped error: )+")
 # What LanceDB's object store says when a request failed: the HTTP status and the S3 error code
 # of the answer, or the connection's failure.
 _STATUS = re.compile(r"\bstatus: (\d{3})\b")
@@ -245,6 +253,7 @@ def lance_problem(exc: Exception) -> str | None:
         return f"{text.splitlines()[0]} (its folder is missing or incomplete)"
     if isinstance(exc, RuntimeError | OSError) and text.lower().startswith("lance error"):
         line = _SOURCE.sub("", text.splitlines()[0]).removeprefix("lance error: ")
+        line = _WRAPPERS.sub("", line).replace("Wrapped error: ", "")
         return line if len(line) <= 200 else line[:199] + "…"
     return None
 
@@ -866,8 +875,20 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     ) -> list[tuple[int, float]] | None:
         """The chunks of the ``pool`` nearest distinct texts (``lance.texts``); None while the
         texts table does not match the chunks table."""
-        texts = self.nearest_texts(query, pool, self._chunks_stamp(chunks))
+        texts = self._ask_texts(chunks, lambda stamp: self.nearest_texts(query, pool, stamp))
         return None if texts is None else self._chunks_of(chunks, texts)
+
+    def _ask_texts(
+        self, chunks: Any, ask: Callable[[str], list[FoundText] | None]
+    ) -> list[FoundText] | None:
+        """What ``ask`` finds in the texts table at the chunks table's stamp; None when the
+        table does not match the chunks table, or is damaged (said once; the chunks table
+        answers until ``maintain`` makes it again)."""
+        try:
+            return ask(self._chunks_stamp(chunks))
+        except IndexDamagedError as exc:
+            self._texts_found_damaged(exc.problem)
+            return None
 
     def _chunks_of(self, chunks: Any, texts: list[FoundText]) -> list[tuple[int, float]]:
         """(chunk id, its text's score) of the chunks of ``texts``, a text's by id, at most
@@ -893,7 +914,9 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         if chunks is None or expression is None:
             return []
         if file_ids is None and self.has_ann() and self.has_copies():
-            texts = self.lexical_texts(expression, limit, self._chunks_stamp(chunks))
+            texts = self._ask_texts(
+                chunks, lambda stamp: self.lexical_texts(expression, limit, stamp)
+            )
             if texts is not None:
                 return [cid for cid, _ in self._chunks_of(chunks, texts)]
         self._warm_full_text(chunks)
@@ -1056,8 +1079,22 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         index, no copies, chunks still waiting for their vectors)."""
         if chunks is None or not (self.has_flags() and self.has_ann() and self.has_copies()):
             return False
-        if self.meta(TEXTS_OF) == self._chunks_stamp(chunks):
-            return True
+        try:
+            self._probe_texts()
+        except (OSError, ValueError, RuntimeError) as exc:
+            problem = lance_problem(exc)
+            if problem is None:
+                raise
+            logger.warning(
+                "semsearch: the texts table of the index %s was damaged (%s); making it again "
+                "from the chunks table",
+                self.path,
+                problem,
+            )
+            self._drop_texts()
+        else:
+            if self.meta(TEXTS_OF) == self._chunks_stamp(chunks):
+                return True
         if self.pending_count():
             return False
         self._update_texts(chunks, ANN_MIN_ROWS, ANN_PARTITION_ROWS)
@@ -1111,24 +1148,26 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
                     problems.append(f"table {name}: {read} rows read of {rows}")
             except (OSError, RuntimeError, ValueError) as exc:
                 problems.append(f"table {name}: {lance_problem(exc) or exc}")
-        chunks = None if problems else self._chunk_table()
+        chunks = None if not mended_by_index(problems) else self._chunk_table()
         if chunks is None:
             return problems
-        try:
-            for name, table in (("chunks", chunks), ("texts", self._text_table())):
-                if table is None:
-                    continue
+        texts = None if problems else self._text_table()  # read already: damaged
+        # each table's own full-text indexes (a search asks the texts table's while it is
+        # current); the texts table's problems are its own, which an index run mends
+        for name, table in (("chunks", chunks), ("texts", texts)):
+            if table is None:
+                continue
+            about = TEXTS_PROBLEM if name == "texts" else ""
+            try:
                 indexed = {c for index in table.list_indices() for c in index.columns}
                 missing = [c for c in COLUMN_WEIGHTS if c not in indexed]
-                problems += [f"no full-text index on {name}.{c}" for c in missing]
-                # each table's own (a search asks the texts table's while it is current)
+                problems += [f"{about}no full-text index on {name}.{c}" for c in missing]
                 query = full_text(LexicalQuery(("index",)))
                 table.search(query, query_type="fts").limit(1).to_arrow()
-            self.lexical(LexicalQuery(("index",)), 1)
-        except (OSError, RuntimeError, ValueError) as exc:
-            problems.append(f"full-text index: {lance_problem(exc) or exc}")
-        except IndexDamagedError as exc:
-            problems.append(f"full-text index: {exc.problem}")
+            except (OSError, RuntimeError, ValueError) as exc:
+                problems.append(f"{about}full-text index: {lance_problem(exc) or exc}")
+            except IndexDamagedError as exc:
+                problems.append(f"{about}full-text index: {exc.problem}")
         return problems
 
     def size_bytes(self) -> int:
@@ -1143,6 +1182,12 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     def close(self) -> None:
         """Forget the table handles (LanceDB holds no file open between calls)."""
         self._chunks = None
+
+
+def mended_by_index(problems: Sequence[str]) -> bool:
+    """Whether every problem ``LanceStore.check`` found is in the texts table, which an index
+    run makes again from the chunks table (True for none)."""
+    return all(problem.startswith(TEXTS_PROBLEM) for problem in problems)
 
 
 def _places(rows: Iterable[dict[str, Any]]) -> list[ChunkPlace]:

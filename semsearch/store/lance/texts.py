@@ -24,11 +24,20 @@ up by ``maintain``'s optimize) have the chunks table's settings. A write of the 
 ``paths``, the table is kept while the chunks table lives (a reader's handle stays valid); it
 goes with it.
 
+Its rows all come from the chunks table, so damage to it is mended, not reported as the index's:
+a search that meets a file of it missing or cut short says so once (per making of the table:
+meta ``texts_made``) and reads the chunks table instead, and ``maintain`` reads every row's hash
+and asks each of its indexes once per run (``_probe_texts``), dropping a damaged table and
+making it again.
+
 Imported by :mod:`semsearch.store.lance.store`, which checks first that the lancedb extra loads.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -38,15 +47,19 @@ from lancedb.index import FTS, HnswSq
 from lancedb.query import FullTextQuery
 
 from semsearch.store.base import ChunkPlace
-from semsearch.store.lance.query import ann_rows, prewarm_full_text
+from semsearch.store.lance.query import ann_rows, full_text, prewarm_full_text
 from semsearch.store.lance.tables import HAS_VECTOR, hashes_sql, ids_sql, retry
-from semsearch.text.lexical import COLUMN_WEIGHTS
+from semsearch.text.lexical import COLUMN_WEIGHTS, LexicalQuery
 
 TEXTS_OF = "texts_of"  # meta key: "epoch.version" of the chunks table the texts table matches
 TEXTS_ANN_ROWS = "texts_ann_rows"  # meta key: rows of the texts table when its index was trained
+TEXTS_MADE = "texts_made"  # meta key: random, written when the table is made (anew)
 BATCH = 4_096  # texts per look-up or delete while the table is brought up to date
 _PLACES = ["ids", "files", "starts", "ends", "pages"]  # a text's chunks, by id: ChunkPlace's
 _FOUND = ["text_hash", *_PLACES]  # what a search reads of each text it finds
+
+logger = logging.getLogger("semsearch.store")
+_DAMAGE_SAID = threading.Lock()
 
 
 def texts_schema(dim: int) -> pa.Schema:
@@ -88,10 +101,14 @@ class DistinctTexts:
     """The distinct-text side of :class:`~semsearch.store.lance.store.LanceStore` (a mixin,
     like ``lance.paths.PathVectors``)."""
 
+    path: Any  # the index's Location
     _db: Any
+    _names: set[str] | None = None  # the tables there are (``LanceStore._table_names``)
     _texts: Any = None  # the texts table, once it exists
     _texts_absent = False  # on object storage: found missing, not asked again until a sync
     _texts_warmed = -1  # the texts table's version whose full-text indexes LanceDB holds
+    # meta (texts_of, texts_made) of a texts table a search found damaged: not asked again
+    _texts_damaged: tuple[str | None, str | None] | None = None
 
     def _open_if_there(self, name: str) -> Any:
         raise NotImplementedError
@@ -120,11 +137,47 @@ class DistinctTexts:
             self._texts.checkout_latest()
 
     def _drop_texts(self) -> None:
-        """Drop the texts table (the chunks table goes: another model, a rebuild)."""
-        if self._text_table() is not None:
+        """Drop the texts table (the chunks table goes: another model, a rebuild; or it is
+        damaged), without opening it."""
+        if self._texts is not None or "texts" in self._table_names():
             self._db.drop_table("texts")
+            self._names = None
         self._texts = None
         self._texts_absent = False
+
+    def _table_names(self) -> set[str]:
+        raise NotImplementedError
+
+    def _probe_texts(self) -> None:
+        """Read what a search reads of the texts table, cheaply: every row's hash (which opens
+        each data file) and each of its indexes once. Raises what LanceDB raises when a file is
+        missing or cut short; ``maintain`` then makes the table again."""
+        table = self._text_table()
+        if table is None:
+            return
+        retry(table.search().select(["text_hash"]).limit(None).to_arrow)
+        indexed = {column for index in table.list_indices() for column in index.columns}
+        if "vector" in indexed:
+            dim = int(table.schema.field("vector").type.list_size)
+            ann_rows(table, np.full(dim, dim**-0.5, np.float32), 1, None, ["text_hash"])
+        if indexed & set(COLUMN_WEIGHTS):
+            query = full_text(LexicalQuery(("index",)))
+            retry(table.search(query, query_type="fts").limit(1).to_arrow)
+
+    def _texts_found_damaged(self, problem: str) -> None:
+        """A search met damage in the texts table: say so once, and have searches read the
+        chunks table instead until an index run makes the table again (``maintain``)."""
+        found = (self.meta(TEXTS_OF), self.meta(TEXTS_MADE))
+        with _DAMAGE_SAID:  # both arms of a hybrid search may meet it at once
+            if self._texts_damaged == found:
+                return
+            self._texts_damaged = found
+        logger.warning(
+            "semsearch: the texts table of the index %s is damaged (%s); searching its chunks "
+            "table instead, slower. The next `semsearch index` makes it again.",
+            self.path,
+            problem,
+        )
 
     def _clear_texts(self) -> None:
         """Delete every row: the chunks' ``terms`` were written again (new path words, new
@@ -154,6 +207,8 @@ class DistinctTexts:
         if table is None:
             table = self._texts = self._db.create_table("texts", schema=texts_schema(dim))
             self._texts_absent = False
+            self._names = None
+            self._put_meta({TEXTS_MADE: uuid.uuid4().hex})  # a search's damage was another's
             for column in COLUMN_WEIGHTS:
                 table.create_index(
                     column, config=FTS(remove_stop_words=False, stem=True, ascii_folding=True)
@@ -197,8 +252,11 @@ class DistinctTexts:
 
     def _texts_if_current(self, stamp: str) -> Any:
         """The texts table when it matches the chunks table at ``stamp`` ("epoch.version")."""
-        table = self._text_table()
-        return table if table is not None and self.meta(TEXTS_OF) == stamp else None
+        if self.meta(TEXTS_OF) != stamp:
+            return None
+        if self._texts_damaged == (stamp, self.meta(TEXTS_MADE)):
+            return None  # found damaged: the chunks table answers until the table is made again
+        return self._text_table()
 
     def nearest_texts(
         self, query: np.ndarray[Any, Any], pool: int, stamp: str

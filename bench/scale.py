@@ -167,12 +167,14 @@ print(json.dumps({"glob": glob, "p50_ms": round(1000 * statistics.median(times),
 WITHIN_GLOBS = ("c03/**", "c03/aiohttp/**", "*.py", "**/tests/**")
 
 # The child of the lancedb arm: every file of a schema-5 SQLite index (vectors as float16
-# blobs) written into a LanceDB index through the store, then maintain.
+# blobs) written into a LanceDB index through the store, with the files' path vectors (from
+# session 31: before, the LanceDB searches had no path term), then maintain.
 LANCE_CHILD = """
 import json, resource, sqlite3, sys, time
 from pathlib import Path
 import numpy as np
 from semsearch.store import ChunkRecord, FileWrite, open_store
+from semsearch.store.sqlite.rows import path_from_blob
 source, target = sys.argv[1], Path(sys.argv[2])
 db = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
 meta = dict(db.execute("SELECT key, value FROM meta"))
@@ -201,6 +203,15 @@ for file_id, folder, rel, mtime_ns, nbytes, sha, status, kind in files:
         store.write_files(batch, reuse=False)
         batch, size = [], 0
 store.write_files(batch, reuse=False)
+# path vectors by rel (the scale tree is one folder); empty for a document, as indexed
+blobs = dict(db.execute("SELECT rel, path_vector FROM files WHERE path_vector IS NOT NULL"))
+while blobs and (pending := store.pending_paths(20_000)):
+    vectors = np.zeros((len(pending), dim), dtype=np.float32)
+    for at, (_, rel) in enumerate(pending):
+        blob = blobs.get(rel) or b""
+        if len(blob) == 4 + dim:
+            vectors[at] = path_from_blob(blob)
+    store.set_path_vectors([file_id for file_id, _ in pending], vectors)
 for folder in folders.values():
     store.mark_indexed(folder)
 written = time.monotonic()
@@ -409,9 +420,14 @@ def searches_arm(args: argparse.Namespace) -> dict[str, Any]:
 
 def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]:
     """Give every chunk of ``db`` a vector through the store: the real one of its text where a
-    quality index embedded that text, else a real one of another text with noise (norm 0.1)."""
+    quality index embedded that text, else a real one of another text with noise (norm 0.1).
+    Every code file gets a path vector too, as an index run gives it (the file lift's path
+    term reads them): a chunk's vector with noise, for the search's cost, not its ranking;
+    documents a zero row, as the indexer writes. Before session 31 the scale indexes had no
+    path vectors, so their searches skipped the path term."""
     import numpy as np  # the bench's parent needs numpy only for this arm
 
+    from semsearch.files.filetype import is_prose
     from semsearch.store.sqlite.store import SqliteStore
 
     model_id, dim, known = real_vectors(sources)
@@ -435,6 +451,17 @@ def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]
                 rows[at] = noisy / np.linalg.norm(noisy)
                 made += 1
         store.set_vectors(hashes, rows)
+    paths = 0
+    while batch := store.pending_paths(20_000):
+        file_ids = [file_id for file_id, _ in batch]
+        rows = np.zeros((len(batch), dim), dtype=np.float32)
+        for at, (_, rel) in enumerate(batch):
+            if not is_prose(rel):
+                base = np.frombuffer(pool[int(rng.integers(len(pool)))], dtype="<f2")
+                noisy = base.astype(np.float32) + rng.standard_normal(dim) * (0.1 / dim**0.5)
+                rows[at] = noisy / np.linalg.norm(noisy)
+                paths += 1
+        store.set_path_vectors(file_ids, rows)
     filled = time.monotonic() - started
     started = time.monotonic()
     store.maintain()  # packs the blocks
@@ -446,6 +473,7 @@ def fill_vectors(db: Path, sources: list[Path], seed: int = 0) -> dict[str, Any]
         "chunks": chunks,
         "distinct_texts_real_vector": real,
         "distinct_texts_perturbed_vector": made,
+        "path_vectors": paths,
         "fill_s": round(filled),
         "pack_s": round(packed),
         "db_bytes": sum(p.stat().st_size for p in db.parent.glob(db.name + "*")),

@@ -657,6 +657,7 @@ def test_the_texts_table_waits_for_every_vector_and_replaces_one_of_another_shap
     assert texts.count_rows() == 215 and "ids" in texts.schema.names
 
 
+@pytest.mark.parametrize("changed", [False, True], ids=["nothing changed", "a file changed"])
 @pytest.mark.parametrize("damage", ["data file", "full-text index"])
 def test_a_damaged_texts_table_is_searched_around_and_made_again_by_an_index_run(
     settings: Settings,
@@ -665,11 +666,13 @@ def test_a_damaged_texts_table_is_searched_around_and_made_again_by_an_index_run
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
     damage: str,
+    changed: bool,
 ) -> None:
     """The texts table's rows all come from the chunks table: a file of it missing costs a
     search time, not its answer (the chunks table answers; said once), `status --check` says
-    an index run mends it, and the next run, with nothing changed, makes it again; a reader
-    open all along then reads it again."""
+    an index run mends it, and the next run makes it again, whether it leaves the table as it
+    is (which reads it whole to find out) or brings it up to date; a reader open all along then
+    reads it again."""
     index = copies_index(settings, tmp_path, monkeypatch)
     store = index._store
     assert isinstance(store, LanceStore)
@@ -692,16 +695,19 @@ def test_a_damaged_texts_table_is_searched_around_and_made_again_by_an_index_run
     assert "damaged  (1 problem)\n  table texts: " in out
     assert "Run `semsearch index`: it makes the table again." in err and "--rebuild" not in err
     caplog.clear()
-    assert not index.update([tmp_path / "repo"]).has_changes
+    if changed:  # a sixth text, which no search below finds
+        (tmp_path / "repo" / "src" / "m4.py").write_text("def unrelated():\n    return 4\n")
+    assert index.update([tmp_path / "repo"]).has_changes == changed
     (said,) = [r.getMessage() for r in caplog.records]
     assert "was damaged (Not found: " in said and "making it again from the chunks table" in said
-    assert store._text_table().count_rows() == 5 and not (folder / "data" / victim.name).exists()
+    assert store._text_table().count_rows() == 5 + changed
+    assert not (folder / "data" / victim.name).exists()
     assert main(["status", "--check"]) == 0
     capsys.readouterr()
     with texts_only(reader._store, monkeypatch):  # type: ignore[arg-type]
         assert_copies_found(reader)
     caplog.clear()
     index.update([tmp_path / "repo"])  # sound: nothing made again
-    assert not caplog.records and store._text_table().count_rows() == 5
+    assert not caplog.records and store._text_table().count_rows() == 5 + changed
     index.close()
     reader.close()

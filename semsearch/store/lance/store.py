@@ -1076,11 +1076,12 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         """Whether the texts table matches ``chunks`` (``maintain``, which stamps it so): up to
         date already when the chunks did not change since its stamp (no chunk was waiting for a
         vector then), brought up to date when they did; False where it is not kept (no vector
-        index, no copies, chunks still waiting for their vectors)."""
+        index, no copies, chunks still waiting for their vectors). A damaged table is dropped
+        and made again."""
         if chunks is None or not (self.has_flags() and self.has_ann() and self.has_copies()):
             return False
         try:
-            self._probe_texts()
+            return self._texts_brought_up(chunks)
         except (OSError, ValueError, RuntimeError) as exc:
             problem = lance_problem(exc)
             if problem is None:
@@ -1092,9 +1093,17 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
                 problem,
             )
             self._drop_texts()
-        else:
-            if self.meta(TEXTS_OF) == self._chunks_stamp(chunks):
-                return True
+        return self._texts_brought_up(chunks)
+
+    def _texts_brought_up(self, chunks: Any) -> bool:
+        """``_texts_kept`` once the table is known to be kept: read whole when it is current
+        (``_probe_texts``: nothing else reads it on such a run), else brought up to date, which
+        reads every row itself (its indexes are asked first: the run optimizes them)."""
+        current = self.meta(TEXTS_OF) == self._chunks_stamp(chunks)
+        current = current and self._text_table() is not None
+        self._probe_texts(rows=current)
+        if current:
+            return True
         if self.pending_count():
             return False
         self._update_texts(chunks, ANN_MIN_ROWS, ANN_PARTITION_ROWS)
@@ -1148,7 +1157,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
                     problems.append(f"table {name}: {read} rows read of {rows}")
             except (OSError, RuntimeError, ValueError) as exc:
                 problems.append(f"table {name}: {lance_problem(exc) or exc}")
-        chunks = None if not mended_by_index(problems) else self._chunk_table()
+        chunks = self._chunk_table() if mended_by_index(problems) else None
         if chunks is None:
             return problems
         texts = None if problems else self._text_table()  # read already: damaged

@@ -26,9 +26,9 @@ goes with it.
 
 Its rows all come from the chunks table, so damage to it is mended, not reported as the index's:
 a search that meets a file of it missing or cut short says so once (per making of the table:
-meta ``texts_made``) and reads the chunks table instead, and ``maintain`` reads every row's hash
-and asks each of its indexes once per run (``_probe_texts``), dropping a damaged table and
-making it again.
+meta ``texts_made``) and reads the chunks table instead; ``maintain`` asks each of its indexes
+once per run and reads every row (its hash, on a run that leaves the table as it is:
+``_probe_texts``), dropping a damaged table and making it again.
 
 Imported by :mod:`semsearch.store.lance.store`, which checks first that the lancedb extra loads.
 """
@@ -148,14 +148,15 @@ class DistinctTexts:
     def _table_names(self) -> set[str]:
         raise NotImplementedError
 
-    def _probe_texts(self) -> None:
-        """Read what a search reads of the texts table, cheaply: every row's hash (which opens
-        each data file) and each of its indexes once. Raises what LanceDB raises when a file is
-        missing or cut short; ``maintain`` then makes the table again."""
+    def _probe_texts(self, rows: bool = True) -> None:
+        """Read what a search reads of the texts table, cheaply: each of its indexes once and,
+        with ``rows``, every row's hash (which opens each data file). Raises what LanceDB raises
+        when a file is missing or cut short; ``maintain`` then makes the table again."""
         table = self._text_table()
         if table is None:
             return
-        retry(table.search().select(["text_hash"]).limit(None).to_arrow)
+        if rows:
+            retry(table.search().select(["text_hash"]).limit(None).to_arrow)
         indexed = {column for index in table.list_indices() for column in index.columns}
         if "vector" in indexed:
             dim = int(table.schema.field("vector").type.list_size)

@@ -255,7 +255,8 @@ class DistinctTexts:
         """The texts table when it matches the chunks table at ``stamp`` ("epoch.version")."""
         if self.meta(TEXTS_OF) != stamp:
             return None
-        if self._texts_damaged == (stamp, self.meta(TEXTS_MADE)):
+        damaged = self._texts_damaged
+        if damaged is not None and damaged == (stamp, self.meta(TEXTS_MADE)):
             return None  # found damaged: the chunks table answers until the table is made again
         return self._text_table()
 

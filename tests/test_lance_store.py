@@ -471,11 +471,12 @@ def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
         query = matrix[rng.integers(len(matrix))] + 0.3 * rng.standard_normal(16)
         query = (query / np.linalg.norm(query)).astype(np.float32)
         found = store.nearest(query, 10, None)
-        assert len(found) == 30  # 10 texts, 3 copies each, a text's copies by id
-        for first in range(0, 30, 3):
-            group = found[first : first + 3]
-            assert len({hash_of[cid] for cid, _ in group}) == 1
-            assert [cid for cid, _ in group] == sorted(cid for cid, _ in group)
+        assert len(found) == 10  # 10 texts, the first of each one's 3 copies (by id)
+        copies = store.text_places([hash_of[cid] for cid, _ in found])
+        assert len(copies) == 30 and {p.id for p in copies} >= {cid for cid, _ in found}
+        assert all(
+            cid == min(p.id for p in copies if p.text_hash == hash_of[cid]) for cid, _ in found
+        )
         cosines = {int(i): float(v @ query) for i, v in zip(ids, matrix, strict=True)}
         assert all(abs(score - cosines[cid]) < 1e-4 for cid, score in found)
         best: dict[str, float] = {}
@@ -484,23 +485,30 @@ def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
         exact = set(list(best)[:10])
         recalls.append(len(exact & {hash_of[cid] for cid, _ in found}) / 10)
     assert np.mean(recalls) >= 0.9 and not asked  # the texts' index answered
-    # BM25 over the texts too: each text once, its copies after it by id, their files known
+    # BM25 over the texts too: each text once, by its first copy; every copy's place known
     found = store.lexical(LexicalQuery(("f7",)), 4, None)  # f7.txt's path words
-    assert len(found) == 12 and len({hash_of[cid] for cid in found}) == 4
-    assert found == [cid for first in range(0, 12, 3) for cid in sorted(found[first : first + 3])]
+    assert len(found) == 4 and len({hash_of[cid] for cid in found}) == 4
+    last = {}  # the file of the last copy (by id) of each text found
     with monkeypatch.context() as patched:  # their files and text hashes came with them
         patched.setattr(store, "_places", lambda where: pytest.fail(f"read again: {where}"))
         keys = store.text_keys(found)
         copies = store.text_places([hash_of[found[0]]])  # every copy of a text found
-    assert [p.id for p in copies] == found[:3]
+        chosen = store.choose_copies(
+            [hash_of[cid] for cid in found],
+            lambda ids, files: [last.setdefault(hash_of[ids[0]], files[-1]), len(ids) - 1][1],
+        )
+        assert store.chunk_places([p.id for p in chosen.values()]) == list(chosen.values())
+    assert copies[0].id == found[0] and len(copies) == 3
     assert {cid: key[1] for cid, key in keys.items()} == {cid: hash_of[cid] for cid in found}
+    assert {h: p.file_id for h, p in chosen.items()} == last and len(last) == 4
+    assert all(p.id == max(c for c in hash_of if hash_of[c] == h) for h, p in chosen.items())
     assert store.nearest(matrix[0], 5, [int(store.chunk_files([int(ids[0])])[int(ids[0])])])
     assert asked == [1]  # within files: the chunks' own index
     store.write_files(random_writes(folders[0], 1, 10, seed=9))  # no maintain yet
     assert len(store.nearest(matrix[0], 10, None)) == 10 and asked == [1, 1]
     store.maintain()
     assert store._text_table().count_rows() == 410
-    assert len(store.nearest(matrix[0], 10, None)) == 30 and asked == [1, 1]
+    assert len(store.nearest(matrix[0], 10, None)) == 10 and asked == [1, 1]
     versions = (store._text_table().version, store._meta.version)
     with monkeypatch.context() as patched:  # nothing changed: nothing read or written again
         patched.setattr(store, "_update_texts", lambda *a: pytest.fail("brought up to date"))
@@ -589,6 +597,30 @@ def test_a_search_past_the_threshold_collapses_copies_through_the_texts_table(
     index.close()
 
 
+def test_past_the_threshold_the_copy_in_src_represents_those_in_tests(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The texts table names a text by its first copy (by id: here the first of 250 under
+    ``tests/``); the hit is still the copy in ``src/``, the last by id, listing the others."""
+    monkeypatch.setattr(lance, "ANN_MIN_ROWS", 200)
+    tree = {f"rev{n:03}/tests/test_retry.py": COPIED for n in range(250)}
+    index = Index(settings, embedder=HashEmbedder())
+    index.update([write_tree(tmp_path / "repo", {**tree, **OTHERS, "src/billing.py": COPIED})])
+    store = index._store
+    assert isinstance(store, LanceStore) and store._text_table().count_rows() == 5
+    rels = {r["id"]: r["rel"] for r in store._file_rows().values()}
+    places = store.chunk_places(store.chunk_ids().tolist())
+    (src,) = [p for p in places if rels[p.file_id] == "src/billing.py"]
+    copies = store.text_places([src.text_hash])
+    assert len(copies) == 251 and src.id == max(p.id for p in copies)  # written last
+    with texts_only(store, monkeypatch):
+        for mode in ("hybrid", "vector", "bm25"):
+            hits = index.search("retry payment", k=5, mode=mode)  # type: ignore[arg-type]
+            (copied_hit,) = [hit for hit in hits if hit.rel not in OTHERS]
+            assert copied_hit.rel == "src/billing.py" and copied_hit.copy_count == 250, mode
+    index.close()
+
+
 def test_a_text_is_found_by_the_path_words_its_first_chunk_has_now(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -603,10 +635,10 @@ def test_a_text_is_found_by_the_path_words_its_first_chunk_has_now(
     store.maintain()
     assert store._text_table().count_rows() == 200
     found = store.lexical(query, 10, None)
-    assert len(found) == 30 and store.meta("texts_of") is not None
+    assert len(found) == 10 and store.meta("texts_of") is not None
     rels = {r["id"]: r["rel"] for r in store._file_rows().values()}
-    files = store.chunk_files(found)
-    assert sum(rels[files[cid]].startswith("relocated/") for cid in found) == 10
+    copies = store.text_places([str(key) for _, key in store.text_keys(found).values()])
+    assert sum(rels[p.file_id].startswith("relocated/") for p in copies) == 10
 
 
 def test_status_check_reads_the_texts_table_and_its_full_text_indexes(

@@ -11,6 +11,8 @@ import sqlite3
 import struct
 import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -643,11 +645,48 @@ def test_any_file_name_is_stored_and_given_back(store: Store) -> None:
     assert sorted(store.file_states(outer)) == sorted("\udce9/" + name for name in ODD_NAMES[2:])
 
 
+@dataclass(frozen=True)
+class Held:
+    """A text's chunks as a store learnt them at once (a ``HeldText``)."""
+
+    text_hash: str
+    ids: list[int]
+    file_ids: list[int]
+
+    def place(self, at: int) -> ChunkPlace:
+        return ChunkPlace(self.ids[at], self.file_ids[at], self.text_hash, 1, 5, None)
+
+    def places(self, limit: int | None = None) -> list[ChunkPlace]:
+        return [self.place(at) for at in range(len(self.ids[:limit]))]
+
+
 def test_the_place_cache_keeps_every_copy_of_a_text_for_its_state_only() -> None:
     cache = PlaceCache(limit=100)
-    places = [ChunkPlace(9, 3, "a" * 32, 1, 5, None), ChunkPlace(4, 2, "a" * 32, 1, 5, None)]
-    cache.keep_copies(7, {"a" * 32: lambda: places})
+    held = Held("a" * 32, [4, 9], [2, 3])
+    cache.keep_copies(7, [held])
     assert cache.holds_copies
-    assert cache.copies(7, ["a" * 32]) == sorted(places, key=lambda p: p.id)
+    assert cache.copies(7, ["a" * 32]) == held.places()
     assert cache.copies(7, ["a" * 32, "b" * 32]) is None  # one of them not kept
     assert cache.copies(8, ["a" * 32]) is None and not cache.holds_copies  # another state
+
+
+def test_the_place_cache_gives_the_copy_chosen_of_each_text_it_holds() -> None:
+    cache = PlaceCache(limit=100)
+    cache.keep_copies(7, [Held("a" * 32, [4, 9, 12], [2, 3, 5]), Held("b" * 32, [6], [1])])
+    asked = []
+
+    def last_file(ids: Sequence[int], file_ids: Sequence[int]) -> int:
+        asked.append((list(ids), list(file_ids)))
+        return len(ids) - 1
+
+    chosen = cache.chosen(7, ["a" * 32, "c" * 32, "b" * 32], last_file)  # c: not held
+    assert asked == [([4, 9, 12], [2, 3, 5]), ([6], [1])]
+    assert chosen == {
+        "a" * 32: Held("a" * 32, [12], [5]).place(0),
+        "b" * 32: Held("b" * 32, [6], [1]).place(0),
+    }
+    assert cache.places(7, [12, 6], lambda missing: pytest.fail(f"read {missing}")) == [
+        chosen["a" * 32],
+        chosen["b" * 32],
+    ]
+    assert cache.chosen(8, ["a" * 32], last_file) == {}  # another state holds nothing

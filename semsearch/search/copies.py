@@ -10,8 +10,12 @@ one chunk per text, the representative, so k hits are k distinct texts. The repr
 the copy that would rank best on its own: its fused score over the arms times its path priors
 (a copy under ``tests/`` or ``vendor/`` does not represent one in ``src/``), then the lowest
 chunk id. An arm whose pool is mostly copies is read deeper (:func:`widened`) so that it still
-holds ``pool`` distinct texts. The hits then list their copies (:class:`CopyLister`), within the
-search's filters. Where no chunk has a copy, every ranking and hit is what it was without this.
+holds ``pool`` distinct texts. Where the store ranks distinct texts itself (a LanceDB index's
+texts table), an arm names each text by its first copy and the store holds the others: the
+representative is then the copy with the best path priors among them (``Store.choose_copies``),
+which costs one look-up a file instead of a place and a fused score a copy. The hits then list
+their copies (:class:`CopyLister`), within the search's filters. Where no chunk has a copy,
+every ranking and hit is what it was without this.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from semsearch.search.hits import Copy, file_path
-from semsearch.search.ranking import QueryInfo, path_priors
-from semsearch.store import ChunkPlace, ChunkRow, FileRef, Store
+from semsearch.search.ranking import PathPriorProducts, QueryInfo
+from semsearch.store import ChooseCopy, ChunkPlace, ChunkRow, FileRef, Store
 
 T = TypeVar("T")
 
@@ -35,6 +39,11 @@ COPIES_LISTED = 20  # copies a hit lists at most (``Hit.copy_count`` counts them
 WIDEN_BELOW = 0.75
 WIDEN_MAX = 32
 WIDEN_MARGIN = 1.25  # read this much deeper than the copies seen so far suggest
+# Copies of one text (the first by id) a representative is chosen among, when the store holds
+# them (``Store.choose_copies``): each is a file whose path priors a search computes once. A
+# bound for a text in thousands of files (a licence header); a checkout's copy of a vendored
+# file is rarely past the thousandth.
+COPIES_CHOSEN_AMONG = 1_024
 
 
 class Places:
@@ -68,6 +77,15 @@ class Places:
         """How many distinct texts the chunks ``ids`` hold."""
         self.read(ids)
         return len({self.text(i) for i in ids})
+
+    def choose(self, keys: Iterable[int | str], choose: ChooseCopy) -> dict[str, int]:
+        """Text hash → the id of the copy ``choose`` picks, for those of ``keys`` whose copies
+        the store holds already (``Store.choose_copies``; none in SQLite), its place known from
+        now."""
+        texts = [key for key in keys if isinstance(key, str)]
+        chosen = self._store.choose_copies(texts, choose)
+        self.known.update((p.id, (p.file_id, p.text_hash)) for p in chosen.values())
+        return {text: place.id for text, place in chosen.items()}
 
     def merge(self, other: Places) -> None:
         """Take the keys ``other`` read (another thread's, of the same kind)."""
@@ -131,9 +149,13 @@ def collapse(
     refs: dict[int, FileRef],
     info: QueryInfo,
     rrf_k: int,
+    every_file: bool = True,
 ) -> Collapsed:
     """The representative of each text the arms ranked (their places read already): among its
-    copies, the best fused score over ``arms`` times the path priors, then the lowest id."""
+    copies, the best fused score over ``arms`` times the path priors, then the lowest id. In a
+    search over ``every_file``, a text whose copies the store holds (an arm named one chunk of
+    it) adds the copy with the best path priors among its first ``COPIES_CHOSEN_AMONG``,
+    scoring as the best the arms named (within files, the arms name every copy there)."""
     own: dict[int, float] = {}
     for ranking in arms.values():
         for rank, cid in enumerate(ranking, start=1):
@@ -141,20 +163,44 @@ def collapse(
     copies: dict[int | str, list[int]] = {}
     for cid in own:
         copies.setdefault(places.text(cid), []).append(cid)
+    priors = _FilePriors(refs, info)
+    for text, held in places.choose(copies if every_file else (), priors.best_copy).items():
+        members = copies[text]
+        if held not in own:
+            own[held] = max(own[cid] for cid in members)
+            members.append(held)
     representative: dict[int, int] = {}
     for members in copies.values():
         best = members[0]
         if len(members) > 1:
-            best = max(members, key=lambda c: (own[c] * _path_prior(c, places, refs, info), -c))
+            best = max(members, key=lambda c: (own[c] * priors.of(places.file_of(c)), -c))
         representative.update((cid, best) for cid in members)
     return Collapsed(representative)
 
 
-def _path_prior(chunk_id: int, places: Places, refs: dict[int, FileRef], info: QueryInfo) -> float:
-    """The product of the path priors of the chunk's file (1 when its file is not known)."""
-    file_id = places.file_of(chunk_id)
-    ref = None if file_id is None else refs.get(file_id)
-    return 1.0 if ref is None else math.prod(f for _, f in path_priors(ref.rel, info))
+class _FilePriors:
+    """The product of the path priors of each file a search's copies are in."""
+
+    def __init__(self, refs: dict[int, FileRef], info: QueryInfo) -> None:
+        self._refs = refs
+        self._products = PathPriorProducts(info)
+
+    def of(self, file_id: int | None) -> float:
+        """The file's priors (1 when it is not known)."""
+        ref = None if file_id is None else self._refs.get(file_id)
+        return 1.0 if ref is None else self._products(ref.rel)
+
+    def best_copy(self, ids: Sequence[int], file_ids: Sequence[int]) -> int:
+        """Where, among the first ``COPIES_CHOSEN_AMONG`` copies of a text (by id), the first
+        one whose file has the best priors is."""
+        refs, products = self._refs, self._products  # (thousands of copies a search)
+        best, best_prior = 0, -1.0
+        for at, file_id in enumerate(file_ids[:COPIES_CHOSEN_AMONG]):
+            ref = refs.get(file_id)
+            prior = 1.0 if ref is None else products(ref.rel)
+            if prior > best_prior:
+                best, best_prior = at, prior
+        return best
 
 
 class CopyLister:

@@ -281,7 +281,7 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     copies_of = None
     if places is not None:
         places.read(cid for ranking in arms.values() for cid in ranking)
-        collapsed = collapse(arms, places, refs, info, options.rrf_k)
+        collapsed = collapse(arms, places, refs, info, options.rrf_k, allowed is None)
         arms = {
             name: collapsed.ranked(ranking, pool if name in _WIDENED else None)
             for name, ranking in arms.items()

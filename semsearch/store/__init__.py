@@ -15,6 +15,7 @@ from pathlib import Path
 
 from semsearch.config import Location
 from semsearch.store.base import (
+    ChooseCopy,
     ChunkPlace,
     ChunkRecord,
     ChunkRow,
@@ -35,6 +36,7 @@ from semsearch.store.repair import check_index, has_index, set_aside
 from semsearch.store.sqlite.store import SqliteStore
 
 __all__ = [
+    "ChooseCopy",
     "ChunkPlace",
     "ChunkRecord",
     "ChunkRow",

@@ -141,6 +141,30 @@ def hash_keys(places: Iterable[ChunkPlace]) -> dict[int, tuple[int, int | str]]:
     return {place.id: (place.file_id, place.text_hash) for place in places}
 
 
+# (chunk ids, their file ids) of a text's copies, by id → the index of the one to use
+ChooseCopy = Callable[[Sequence[int], Sequence[int]], int]
+
+
+class HeldText(Protocol):
+    """The chunks of one text, as a store learnt them at once (a LanceDB texts table's row):
+    their ids and file ids, by id, made into places when asked."""
+
+    @property
+    def text_hash(self) -> str: ...
+
+    @property
+    def ids(self) -> Sequence[int]: ...
+
+    @property
+    def file_ids(self) -> Sequence[int]: ...
+
+    def place(self, at: int) -> ChunkPlace:
+        """The place of its chunk at ``at`` (in id order)."""
+
+    def places(self, limit: int | None = None) -> list[ChunkPlace]:
+        """The places of its first ``limit`` chunks (all when None)."""
+
+
 class PlaceCache:
     """The places of chunks read so far from one state of an index (a generation, a table
     version), by chunk id: a chunk's place never changes while it exists, and deleting it makes
@@ -153,7 +177,7 @@ class PlaceCache:
         self._limit = limit
         self._state: int | None = None
         self._known: dict[int, ChunkPlace] = {}
-        self._texts: dict[str, Callable[[], list[ChunkPlace]]] = {}  # text hash → its places
+        self._texts: dict[str, HeldText] = {}  # text hash → its chunks
 
     def _at(self, state: int) -> dict[int, ChunkPlace]:
         if state != self._state or max(len(self._known), len(self._texts)) >= self._limit:
@@ -165,11 +189,10 @@ class PlaceCache:
         """True when some text's places are kept (:meth:`keep_copies`)."""
         return bool(self._texts)
 
-    def keep_copies(self, state: int, copies: dict[str, Callable[[], list[ChunkPlace]]]) -> None:
-        """Keep, for each text hash, how to make the places of every chunk of that text at
-        ``state``."""
+    def keep_copies(self, state: int, texts: Iterable[HeldText]) -> None:
+        """Keep the chunks of each of ``texts``, read at ``state``."""
         self._at(state)
-        self._texts.update(copies)
+        self._texts.update((text.text_hash, text) for text in texts)
 
     def copies(self, state: int, hashes: Sequence[str]) -> list[ChunkPlace] | None:
         """The places of every chunk of these texts at ``state``, by id; None unless every one
@@ -177,7 +200,21 @@ class PlaceCache:
         self._at(state)
         if not all(h in self._texts for h in hashes):
             return None
-        return sorted((p for h in hashes for p in self._texts[h]()), key=lambda p: p.id)
+        return sorted((p for h in hashes for p in self._texts[h].places()), key=lambda p: p.id)
+
+    def chosen(
+        self, state: int, hashes: Iterable[str], choose: ChooseCopy
+    ) -> dict[str, ChunkPlace]:
+        """The place of the copy ``choose`` picks of each of ``hashes`` kept by
+        :meth:`keep_copies` at ``state``, by text hash; each is kept by id too (a search reads
+        them next)."""
+        known, made = self._at(state), {}
+        for text_hash in hashes:
+            text = self._texts.get(text_hash)
+            if text is not None:
+                place = text.place(choose(text.ids, text.file_ids))
+                made[text_hash] = known[place.id] = place
+        return made
 
     def keep(self, state: int, places: Iterable[ChunkPlace]) -> None:
         """Keep places read at ``state``."""
@@ -364,8 +401,10 @@ class Store(Protocol):
         Only chunks of ``file_ids`` count when it is given, and only chunks that have a vector
         (pending ones join as they get theirs). Exact (a float32 matrix kept in
         memory between calls, refreshed with what changed) unless the backend has an ANN index;
-        the scores are exact cosines either way. Raises ``ValueError`` when the query's length
-        is not the stored dimension: check ``model()`` first.
+        the scores are exact cosines either way. A store that ranks distinct texts over every
+        file (``choose_copies``) names each text by its first chunk, so ``pool`` texts. Raises
+        ``ValueError`` when the query's length is not the stored dimension: check ``model()``
+        first.
         """
 
     def chunk_files(self, ids: Sequence[int]) -> dict[int, int]:
@@ -375,8 +414,9 @@ class Store(Protocol):
     def lexical(self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None) -> list[int]:
         """Ids of the chunks matching a full-text query, best BM25 first, at most ``limit``.
 
-        Only chunks of ``file_ids`` count when it is given. Any query text is safe: words are
-        quoted, never parsed as query syntax.
+        Only chunks of ``file_ids`` count when it is given; over every file, a store that ranks
+        distinct texts names each by its first chunk (as :meth:`nearest`). Any query text is
+        safe: words are quoted, never parsed as query syntax.
         """
 
     def chunks(self, ids: Sequence[int]) -> list[ChunkRow]:
@@ -398,6 +438,12 @@ class Store(Protocol):
     def text_places(self, hashes: Sequence[str]) -> list[ChunkPlace]:
         """The places of every stored chunk whose text hash is one of ``hashes``, by chunk id
         (copies of one text: search lists them under the hit they collapse into)."""
+
+    def choose_copies(self, hashes: Iterable[str], choose: ChooseCopy) -> dict[str, ChunkPlace]:
+        """The place of the copy ``choose`` picks (from their ids and file ids, by id) of each
+        of ``hashes`` whose copies the store holds in memory already, by text hash: a LanceDB
+        texts table's answer names one chunk per text, and the search picks its representative
+        among them. Never reads; texts not held are left out (always, for SQLite)."""
 
     def has_copies(self) -> bool:
         """False only when the store knows that no two chunks hold one text: search then skips

@@ -87,6 +87,7 @@ from semsearch.errors import (
 )
 from semsearch.store.base import (
     COMMIT_KEY,
+    ChooseCopy,
     ChunkPlace,
     ChunkRow,
     FileRef,
@@ -156,10 +157,6 @@ BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with t
 # leaves another stamp, and readers open the table again.
 PUBLISHED_FOLDERS = "folders"
 ID_BLOCK = 65_536  # ids reserved per meta write
-# Chunks of one text an arm names at most when the texts table answers (the first by id): more
-# would only cost the search time (the representative of a text is chosen among them; a hit
-# still lists every copy).
-COPIES_PER_TEXT = 64
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 # A lexical query within files names their rows, when a snapshot has them (``lexical``): up to
@@ -873,8 +870,8 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     def _nearest_by_text(
         self, chunks: Any, query: np.ndarray[Any, Any], pool: int
     ) -> list[tuple[int, float]] | None:
-        """The chunks of the ``pool`` nearest distinct texts (``lance.texts``); None while the
-        texts table does not match the chunks table."""
+        """The first chunk of each of the ``pool`` nearest distinct texts (``lance.texts``); None
+        while the texts table does not match the chunks table."""
         texts = self._ask_texts(chunks, lambda stamp: self.nearest_texts(query, pool, stamp))
         return None if texts is None else self._chunks_of(chunks, texts)
 
@@ -891,15 +888,18 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             return None
 
     def _chunks_of(self, chunks: Any, texts: list[FoundText]) -> list[tuple[int, float]]:
-        """(chunk id, its text's score) of the chunks of ``texts``, a text's by id, at most
-        ``COPIES_PER_TEXT`` of each; every chunk's place is kept, by id and by text, for the
-        search's look-ups (``chunk_places``, ``text_places``) while the chunks table stays at
-        its version."""
+        """(chunk id, its text's score) of the first chunk of each of ``texts`` (by id); the
+        first chunks' places are kept by id, and every chunk of each text by text
+        (``choose_copies``, ``text_places``), while the chunks table stays at its version.
+
+        One chunk a text: the search picks a text's representative among its copies
+        (``choose_copies``). Naming every copy (up to 64 a text, ~2,000 an arm on a tree of ten
+        checkouts) cost a warm hybrid search 25 ms of 67 (bench/RESULTS.md, session 31)."""
         version = int(chunks.version)
-        heads = [text.places(COPIES_PER_TEXT) for text in texts]
-        self._place_cache.keep(version, (place for head in heads for place in head))
-        self._place_cache.keep_copies(version, {text.text_hash: text.places for text in texts})
-        return [(p.id, text.score) for text, head in zip(texts, heads, strict=True) for p in head]
+        texts = [text for text in texts if text.ids]
+        self._place_cache.keep(version, (text.place(0) for text in texts))
+        self._place_cache.keep_copies(version, texts)
+        return [(text.ids[0], text.score) for text in texts]
 
     def _chunks_stamp(self, chunks: Any) -> str:
         """The chunks table's epoch and version: what the texts table is stamped with."""
@@ -1020,6 +1020,14 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         if snapshot is None and chunks is not None:
             self._place_cache.keep(int(chunks.version), places)
         return places
+
+    def choose_copies(self, hashes: Iterable[str], choose: ChooseCopy) -> dict[str, ChunkPlace]:
+        """The copy ``choose`` picks of each of ``hashes`` the texts table's last answers
+        named, by text hash (no read)."""
+        chunks = self._chunk_table()
+        if chunks is None or not self._place_cache.holds_copies:
+            return {}
+        return self._place_cache.chosen(int(chunks.version), hashes, choose)
 
     def _places(self, where: str) -> list[dict[str, Any]]:
         """The place columns of the chunks ``where`` selects (none for an empty condition)."""

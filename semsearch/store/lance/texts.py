@@ -9,8 +9,9 @@ pages. In a tree of many checkouts ten chunks can share a text: the chunks' own 
 then filled a pool of 200 with ~20 texts, the search asked again ten times deeper
 (``search.copies.widened``), BM25 walked ten copies of every posting, and the copies' places took
 a query of their own (bench/RESULTS.md, sessions 24 and 30). Here each arm asks for distinct
-texts once, and their chunks' places come with them; the chunks table is read only for the
-hits' rows.
+texts once, and their chunks' places come with them; an arm names each text by its first chunk
+and the search picks the copy it shows among the rest (``LanceStore.choose_copies``); the
+chunks table is read only for the hits' rows.
 
 ``maintain`` brings the table up to date when the chunks table has its vector index, holds
 copies and no chunk waits for its vector: it deletes the rows of texts no chunk has any more or
@@ -82,11 +83,24 @@ def texts_schema(dim: int) -> pa.Schema:
 class FoundText(NamedTuple):
     """A text a search found: its hash, its score, and the places of its chunks, by id, as the
     columns of ``_PLACES`` (no page: -1), made into places when asked (a text can have
-    thousands of copies, and a search needs the places of a few)."""
+    thousands of copies, and a search needs the places of a few). A ``HeldText``."""
 
     text_hash: str
     score: float
     columns: tuple[list[int], ...]
+
+    @property
+    def ids(self) -> list[int]:
+        return self.columns[0]
+
+    @property
+    def file_ids(self) -> list[int]:
+        return self.columns[1]
+
+    def place(self, at: int) -> ChunkPlace:
+        """The place of its chunk at ``at`` (in id order)."""
+        chunk_id, file_id, start, end, page = (column[at] for column in self.columns)
+        return ChunkPlace(chunk_id, file_id, self.text_hash, start, end, None if page < 0 else page)
 
     def places(self, limit: int | None = None) -> list[ChunkPlace]:
         """The places of its first ``limit`` chunks (of all of them when None)."""

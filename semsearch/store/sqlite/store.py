@@ -98,6 +98,7 @@ from semsearch.errors import (
 )
 from semsearch.store.base import (
     COMMIT_KEY,
+    ChooseCopy,
     ChunkPlace,
     ChunkRecord,
     ChunkRow,
@@ -709,6 +710,10 @@ class SqliteStore:
         """The places of every chunk of these text hashes (the ``chunks_text_hash`` index finds
         them), by chunk id."""
         return self._vector_reader().text_places(hashes)
+
+    def choose_copies(self, hashes: Iterable[str], choose: ChooseCopy) -> dict[str, ChunkPlace]:
+        """None held: every copy an arm met is in its ranking."""
+        return {}
 
     def has_copies(self) -> bool:
         """Always maybe: the look-ups are local here (~5 ms at 25k chunks), and knowing would

@@ -427,6 +427,35 @@ def test_the_nearest_chunks_bring_their_places_until_the_table_changes(
     assert gone not in store.chunk_files(chosen).values()
 
 
+def test_a_search_reads_each_tables_version_once_and_the_next_sees_new_commits(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within ``reading`` (one search) a table's version is read once: another handle's commit
+    in the meantime is not looked for; a search begun after it, or a read outside any search,
+    sees it. A hybrid search over a tree of copies reads each table's version at most once."""
+    index = copies_index(settings, tmp_path, monkeypatch)
+    reader = LanceStore(settings.store_path)
+    writer = LanceStore(settings.store_path)
+    meta = reader._meta
+    with reader.reading():
+        before = reader._versions.of(meta)
+        writer._put_meta({"written": "by another handle"})
+        assert reader._versions.of(meta) == before and reader.meta("written") is None
+        with reader.reading():  # a search begun later
+            assert reader._versions.of(meta) == before + 1
+        assert reader.meta("written") == "by another handle"
+    assert reader._versions.of(meta) == before + 1
+    read: list[str] = []
+    table_type = type(meta)
+    version = table_type.version
+    monkeypatch.setattr(
+        table_type, "version", property(lambda t: [read.append(t.name), version.fget(t)][1])
+    )
+    hits = index.search("retry payment", k=5, mode="hybrid")
+    assert len(hits) == 5 and read and sorted(read) == sorted(set(read))
+    index.close()
+
+
 def copied_writes(folders: list[int], files: int, seed: int) -> list[FileWrite]:
     """The same ``files`` random files of 10 chunks in each folder: every text in each."""
     writes = random_writes(folders[0], files, 10, seed)

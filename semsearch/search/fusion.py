@@ -220,9 +220,15 @@ def search(store: Store, embedder: Embedder, query: str, options: SearchOptions)
     """Rank the index's chunks for a query (see the module docstring for scores).
 
     In hybrid mode the lexical arms run in a worker thread while the query is embedded and the
-    store ranks its vectors: SQLite, onnxruntime and numpy all release the GIL.
+    store ranks its vectors: SQLite, onnxruntime and numpy all release the GIL. The store reads
+    as one search (``Store.reading``).
     """
     _validate(query, options)
+    with store.reading():
+        return _search(store, embedder, query, options)
+
+
+def _search(store: Store, embedder: Embedder, query: str, options: SearchOptions) -> list[Hit]:
     stored = store.model() if options.mode != "bm25" else None
     if options.mode != "bm25":
         if stored is not None:  # embed with the variant that built the index

@@ -5,6 +5,7 @@ No backend is imported here; both import this module.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -448,6 +449,10 @@ class Store(Protocol):
     def has_copies(self) -> bool:
         """False only when the store knows that no two chunks hold one text: search then skips
         looking up copies."""
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """The reads of one search, which may run in two threads: a store may read each
+        table's version once for all of them (LanceDB; SQLite's reads need nothing)."""
 
     def maintain(self) -> None:
         """Bring derived indexes up to date; run after every index run and folder removal."""

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from semsearch.store.base import FloatArray
 from semsearch.store.lance.cache import ReadCache
-from semsearch.store.lance.tables import ids_sql, retry
+from semsearch.store.lance.tables import Pins, ids_sql, retry
 
 PATHS = pa.schema([("file_id", pa.int64()), ("vector", pa.list_(pa.float32()))])
 
@@ -39,6 +39,7 @@ class PathVectors:
     """
 
     _db: Any
+    _versions: Pins  # the tables' versions as a search reads them
     _paths: Any = None  # the paths table, once it exists
     _paths_absent = False  # on object storage: found missing, not asked again until a sync
     _path_ids: tuple[int, frozenset[int]] = (-1, frozenset())
@@ -154,7 +155,7 @@ class PathVectors:
         table = self._path_table()
         if table is None or not file_ids:
             return {}
-        version = table.version  # read first: rows read after are at least this new
+        version = self._versions.of(table)  # read first: rows read after are as new or newer
         cache = self._path_cache
         known = cache[1] if cache is not None and cache[0] == version else None
         whole = self._path_cache_of()

@@ -60,6 +60,7 @@ them), as is a table LanceDB cannot open or read (``lance_problem``): every meth
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -124,6 +125,7 @@ try:  # the sibling modules import lancedb and pyarrow too
         PLACE_COLUMNS,
         SNAPSHOT_COLUMNS,
         ChunkSnapshot,
+        Pins,
         TableRows,
         VectorColumns,
         add_hash_columns,
@@ -300,6 +302,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     def __init__(self, path: Location, *, create: bool = False) -> None:
         self.path = path
         self._absent = set()
+        self._versions = Pins()  # the tables' versions, read once a search (``reading``)
         self._meta_cache: tuple[int, dict[str, str]] = (-1, {})
         self._published: tuple[int, dict[int, dict[str, Any]] | None] = (-1, None)
         self._read_cache = ReadCache(path) if isinstance(path, RemoteLocation) else None
@@ -344,9 +347,11 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             raise StoreError(f"Cannot open index {path}: {exc}. Is it a semsearch index?") from exc
         self._chunks: Any = None
         cache = self._read_cache
-        self._file_cache = TableRows(self._files, True, None if cache is None else (cache, "files"))
+        self._file_cache = TableRows(
+            self._files, True, None if cache is None else (cache, "files"), self._versions
+        )
         self._folder_cache = TableRows(
-            self._folders, False, None if cache is None else (cache, "folders")
+            self._folders, False, None if cache is None else (cache, "folders"), self._versions
         )
         self._snap: ChunkSnapshot | None = None
         self._snap_lock = threading.Lock()
@@ -458,7 +463,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     # -- small tables --------------------------------------------------------------------
 
     def _meta_values(self) -> dict[str, str]:
-        version = self._meta.version
+        version = self._versions.of(self._meta)
         if self._meta_cache[0] != version:
             rows = self._meta.to_arrow().to_pylist()
             self._meta_cache = (version, {row["key"]: row["value"] for row in rows})
@@ -506,7 +511,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         if self._folders is None:
             self._folders = self._db.open_table("folders")
             cache = None if self._read_cache is None else (self._read_cache, "folders")
-            self._folder_cache = TableRows(self._folders, False, cache)
+            self._folder_cache = TableRows(self._folders, False, cache, self._versions)
         return self._folders
 
     def _chunk_table(self) -> Any:
@@ -823,6 +828,10 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         self._files.delete("true")
         self._meta.delete(f"key IN ('model_id', 'dim', 'ann_rows', '{TEXTS_ANN_ROWS}')")
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """One search's reads: each table's version is read once for all of them (``Pins``)."""
+        return self._versions.pinned()
+
     def has_ann(self) -> bool:
         """True once the chunks table has its vector index."""
         chunks = self._chunk_table()
@@ -834,12 +843,13 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             return True
         if self._ann_of is not chunks:  # another table: its versions count anew
             self._ann, self._ann_of = (-1, False), chunks
-        if self._ann[0] != chunks.version and self._is_remote:
+        version = self._versions.of(chunks)
+        if self._ann[0] != version and self._is_remote:
             # meta says it (a listing of the indexes reads each one's metadata: a request each)
-            self._ann = (chunks.version, int(self.meta("ann_rows") or 0) > 0)
-        elif self._ann[0] != chunks.version:
+            self._ann = (version, int(self.meta("ann_rows") or 0) > 0)
+        elif self._ann[0] != version:
             found = any("vector" in index.columns for index in chunks.list_indices())
-            self._ann = (chunks.version, found)
+            self._ann = (version, found)
         return self._ann[1]
 
     def preload(self) -> None:
@@ -864,7 +874,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
                 return by_text
         columns = PLACE_COLUMNS if self.has_flags() else ()
         found, rows = ann_nearest(chunks, query, pool, file_ids, columns)
-        self._place_cache.keep(int(chunks.version), _places(rows))
+        self._place_cache.keep(self._versions.of(chunks), _places(rows))
         return found
 
     def _nearest_by_text(
@@ -895,7 +905,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         One chunk a text: the search picks a text's representative among its copies
         (``choose_copies``). Naming every copy (up to 64 a text, ~2,000 an arm on a tree of ten
         checkouts) cost a warm hybrid search 25 ms of 67 (bench/RESULTS.md, session 31)."""
-        version = int(chunks.version)
+        version = self._versions.of(chunks)
         texts = [text for text in texts if text.ids]
         self._place_cache.keep(version, (text.place(0) for text in texts))
         self._place_cache.keep_copies(version, texts)
@@ -903,7 +913,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
 
     def _chunks_stamp(self, chunks: Any) -> str:
         """The chunks table's epoch and version: what the texts table is stamped with."""
-        return f"{self.meta('chunks_epoch') or 0}.{int(chunks.version)}"
+        return f"{self.meta('chunks_epoch') or 0}.{self._versions.of(chunks)}"
 
     def lexical(
         self, query: LexicalQuery, limit: int, file_ids: Sequence[int] | None = None
@@ -993,7 +1003,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         if chunks is None:
             return []
         return self._place_cache.places(
-            int(chunks.version),
+            self._versions.of(chunks),
             ids,
             lambda missing: _places(self._places(f"id IN ({ids_sql(missing)})")),
         )
@@ -1008,7 +1018,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         """The places of every chunk of these text hashes, by chunk id."""
         chunks = self._chunk_table()
         if hashes and chunks is not None and self._place_cache.holds_copies:
-            kept = self._place_cache.copies(int(chunks.version), hashes)  # the texts table's
+            kept = self._place_cache.copies(self._versions.of(chunks), hashes)  # the texts table's
             if kept is not None:
                 return kept
         snapshot = self._snapshot() if hashes else None
@@ -1018,7 +1028,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             rows = self._places(f"text_hash IN ({hashes_sql(hashes)})" if hashes else "")
         places = sorted(_places(rows), key=lambda place: place.id)
         if snapshot is None and chunks is not None:
-            self._place_cache.keep(int(chunks.version), places)
+            self._place_cache.keep(self._versions.of(chunks), places)
         return places
 
     def choose_copies(self, hashes: Iterable[str], choose: ChooseCopy) -> dict[str, ChunkPlace]:
@@ -1027,7 +1037,7 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         chunks = self._chunk_table()
         if chunks is None or not self._place_cache.holds_copies:
             return {}
-        return self._place_cache.chosen(int(chunks.version), hashes, choose)
+        return self._place_cache.chosen(self._versions.of(chunks), hashes, choose)
 
     def _places(self, where: str) -> list[dict[str, Any]]:
         """The place columns of the chunks ``where`` selects (none for an empty condition)."""

@@ -5,7 +5,9 @@ Imported by :mod:`semsearch.store.lance.store`, which checks first that the lanc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -76,6 +78,42 @@ def chunk_schema(dim: int) -> pa.Schema:
     )
 
 
+class Pins:
+    """Tables' versions as one search reads them (``LanceStore.reading``): each asked once.
+
+    A local index's tables are opened to see every commit at once (a read consistency interval
+    of 0), so each ``table.version`` looks at the disk for a newer one: ~0.25 ms, 28 times in
+    a warm hybrid search of a tree of copies (bench/RESULTS.md, session 32). Within
+    :meth:`pinned` the first answer for a table stands; a search entered later starts afresh,
+    so a long-running server that searches without pause still sees each new index run."""
+
+    def __init__(self) -> None:
+        self._pinned: dict[int, tuple[Any, int]] | None = None
+        self._lock = threading.Lock()  # both arms of a hybrid search ask for the chunks' at once
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Versions read once each until the block ends (or another search begins)."""
+        mine: dict[int, tuple[Any, int]] = {}
+        self._pinned = mine
+        try:
+            yield
+        finally:
+            if self._pinned is mine:
+                self._pinned = None
+
+    def of(self, table: Any) -> int:
+        """The table's version: the one pinned for it, else its latest."""
+        pinned = self._pinned
+        if pinned is None:
+            return int(table.version)
+        with self._lock:
+            known = pinned.get(id(table))
+            if known is None or known[0] is not table:
+                known = pinned[id(table)] = (table, int(table.version))
+        return known[1]
+
+
 class TableRows:
     """A small table's rows by id, read again only when the table has a new version; with
     ``has_rel`` (the files table) each row's ``rel`` is as the listing gives it
@@ -83,17 +121,22 @@ class TableRows:
     a version read once is read from local disk by the next process."""
 
     def __init__(
-        self, table: Any, has_rel: bool = False, cache: tuple[ReadCache, str] | None = None
+        self,
+        table: Any,
+        has_rel: bool = False,
+        cache: tuple[ReadCache, str] | None = None,
+        versions: Pins | None = None,
     ) -> None:
         self._table = table
         self._has_rel = has_rel
         self._cache = cache
+        self._versions = versions or Pins()
         self._version = -1
         self._rows: dict[int, dict[str, Any]] = {}
 
     def rows(self) -> dict[int, dict[str, Any]]:
         """id → row; the same dict until the table changes."""
-        version = self._table.version
+        version = self._versions.of(self._table)
         if version != self._version:
             if self._cache is None:
                 rows = self._table.to_arrow().to_pylist()

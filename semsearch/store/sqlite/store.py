@@ -711,6 +711,10 @@ class SqliteStore:
         them), by chunk id."""
         return self._vector_reader().text_places(hashes)
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to hold: each read is its own transaction, or a snapshot's."""
+        return contextlib.nullcontext()
+
     def choose_copies(self, hashes: Iterable[str], choose: ChooseCopy) -> dict[str, ChunkPlace]:
         """None held: every copy an arm met is in its ranking."""
         return {}

@@ -556,6 +556,28 @@ def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
     assert not gone & set(rows["text_hash"].to_pylist())
 
 
+def test_the_texts_found_bring_the_rows_of_their_chunks(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text the texts table answered with comes with its text: the rows of its chunks (the
+    one an arm named, the copy a search chose) are made without reading the chunks table, and
+    are those it holds."""
+    store, _ = copies_store(settings, monkeypatch, revisions=3, files=20)
+    ids, _, matrix = store.vectors(0)
+    found = [cid for cid, _ in store.nearest(matrix[3], 10, None)]
+    hashes = [p.text_hash for p in store.chunk_places(found)]
+    chosen = store.choose_copies(hashes, lambda ids, files: len(ids) - 1)
+    wanted = [*found, *(p.id for p in chosen.values())]
+    fresh = LanceStore(settings.store_path).chunks(wanted)
+    assert len(fresh) == 20 and len({row.id for row in fresh}) == 20
+    chunks = store._chunk_table()
+    with monkeypatch.context() as patched:
+        patched.setattr(chunks, "search", lambda *a, **k: pytest.fail("read the chunks table"))
+        assert store.chunks(wanted) == fresh
+    other = [int(i) for i in ids if int(i) not in wanted][:3]  # not answered: read
+    assert [row.id for row in store.chunks([*other, found[0]])] == [*other, found[0]]
+
+
 def test_the_texts_table_goes_with_the_chunks_table(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

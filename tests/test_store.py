@@ -652,6 +652,7 @@ class Held:
     text_hash: str
     ids: list[int]
     file_ids: list[int]
+    text: str = "the text"
 
     def place(self, at: int) -> ChunkPlace:
         return ChunkPlace(self.ids[at], self.file_ids[at], self.text_hash, 1, 5, None)

@@ -148,7 +148,7 @@ ChooseCopy = Callable[[Sequence[int], Sequence[int]], int]
 
 class HeldText(Protocol):
     """The chunks of one text, as a store learnt them at once (a LanceDB texts table's row):
-    their ids and file ids, by id, made into places when asked."""
+    their ids and file ids, by id, made into places when asked; and the text."""
 
     @property
     def text_hash(self) -> str: ...
@@ -158,6 +158,10 @@ class HeldText(Protocol):
 
     @property
     def file_ids(self) -> Sequence[int]: ...
+
+    @property
+    def text(self) -> str:
+        """The text every one of them holds."""
 
     def place(self, at: int) -> ChunkPlace:
         """The place of its chunk at ``at`` (in id order)."""
@@ -216,6 +220,18 @@ class PlaceCache:
                 place = text.place(choose(text.ids, text.file_ids))
                 made[text_hash] = known[place.id] = place
         return made
+
+    def with_texts(self, state: int, ids: Iterable[int]) -> dict[int, tuple[ChunkPlace, str]]:
+        """Chunk id → (its place, its text), for those of ``ids`` whose place is kept and whose
+        text's chunks were kept by :meth:`keep_copies` at ``state``."""
+        known, texts = self._at(state), self._texts
+        found: dict[int, tuple[ChunkPlace, str]] = {}
+        for chunk_id in ids:
+            place = known.get(chunk_id)
+            held = None if place is None else texts.get(place.text_hash)
+            if place is not None and held is not None:
+                found[chunk_id] = (place, held.text)
+        return found
 
     def keep(self, state: int, places: Iterable[ChunkPlace]) -> None:
         """Keep places read at ``state``."""

@@ -978,17 +978,24 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         if not ids or chunks is None:
             return []
         columns = ["id", "file_id", "start_line", "end_line", "page", "text"]
+        kept = {}  # of the texts table's answers: their text came with them
+        if self._place_cache.holds_copies:
+            kept = self._place_cache.with_texts(self._versions.of(chunks), ids)
+        missing = [i for i in ids if i not in kept]
 
         def run() -> list[dict[str, Any]]:
             snapshot = self._snapshot()
             if snapshot is not None:
-                return snapshot.rows(ids, columns)
-            search = chunks.search().where(f"id IN ({ids_sql(ids)})").select(columns)
-            rows: list[dict[str, Any]] = search.limit(len(ids)).to_arrow().to_pylist()
+                return snapshot.rows(missing, columns)
+            search = chunks.search().where(f"id IN ({ids_sql(missing)})").select(columns)
+            rows: list[dict[str, Any]] = search.limit(len(missing)).to_arrow().to_pylist()
             return rows
 
         files, folders = self._file_rows(), self._folder_rows()
-        found = (chunk_row(row, files, folders) for row in retry(run))
+        rows = [{**place._asdict(), "text": text} for place, text in kept.values()]
+        found = (
+            chunk_row(row, files, folders) for row in [*rows, *(retry(run) if missing else [])]
+        )
         by_id = {row.id: row for row in found if row is not None}
         return [by_id[i] for i in ids if i in by_id]
 

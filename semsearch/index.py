@@ -20,7 +20,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -359,8 +359,10 @@ class Index:
         s = self.settings
         if not self._exists():
             raise IndexMissingError(f"No index at {s.store_path}. Run `semsearch index` first.")
-        if s.is_remote or not is_writable(s.store_path):  # readers need no write access
+        if s.is_remote:  # readers need no write access
             return check_index(s.store_backend, s.store_path)
+        if not is_writable(s.store_path):
+            return replace(check_index(s.store_backend, s.store_path), read_only=True)
         with write_lock(s.store_path, wait_seconds, on_wait):
             return check_index(s.store_backend, s.store_path)
 

@@ -308,6 +308,22 @@ def test_remove_on_a_read_only_index_leaves_the_config_as_it_was(
     assert after.stdout == before and str(read_only_index["proj"]) in after.stdout
 
 
+def test_status_check_on_a_damaged_read_only_index_says_where_to_mend_it(
+    read_only_index: dict[str, Path], tmp_path: Path
+) -> None:
+    """The advice names the run that mends the index, and that it needs somewhere the index can
+    be written: here it is read-only, and `index --rebuild` would only say so."""
+    from tests.test_damage import overwrite_middle
+
+    overwrite_middle(tmp_path / "source" / "index.db")  # beneath the read-only view
+    checked = run_cli("status", "--check")
+    assert checked.returncode == 1 and "damaged" in checked.stdout
+    (line,) = error_lines(checked.stderr)
+    assert "`semsearch index --rebuild` where the index can be written" in line
+    assert "read-only here" in line and str(read_only_index["db"]) in line
+    assert "read-only" in error_lines(run_cli("index", "--rebuild").stderr)[0]
+
+
 def test_the_mcp_read_tools_work_on_a_read_only_index(
     read_only_index: dict[str, Path], tmp_path: Path
 ) -> None:

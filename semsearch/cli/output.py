@@ -234,16 +234,18 @@ def print_check(check: IndexCheck) -> None:
     print(f"check         damaged  ({plural(len(check.problems), 'problem')})")
     for problem in check.problems:
         print(f"  {problem}")
+    where = " where the index can be written (it is read-only here)" if check.read_only else ""
     if check.mended_by_index:
         print(
             f"semsearch: the texts table of the index {check.path} is damaged; searches read its "
-            "chunks table instead, slower. Run `semsearch index`: it makes the table again.",
+            f"chunks table instead, slower. Run `semsearch index`{where}: it makes the table "
+            "again.",
             file=sys.stderr,
         )
         return
     print(
-        f"semsearch: the index {check.path} is damaged. Run `semsearch index --rebuild` to set "
-        "it aside (it is kept, renamed) and index the configured folders again.",
+        f"semsearch: the index {check.path} is damaged. Run `semsearch index --rebuild`{where} "
+        "to set it aside (it is kept, renamed) and index the configured folders again.",
         file=sys.stderr,
     )
 

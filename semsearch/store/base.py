@@ -525,6 +525,7 @@ class IndexCheck:
     problems: tuple[str, ...]
     # every problem is in a table an index run makes again (LanceDB's texts table)
     mended_by_index: bool = False
+    read_only: bool = False  # this process cannot write the index (read-only media or access)
 
     @property
     def is_damaged(self) -> bool:

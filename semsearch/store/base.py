@@ -176,36 +176,40 @@ class PlaceCache:
     a new state. A search reads those of the chunks it scores, then asks for them again to
     collapse copies and lift files. At most about ``limit`` are kept: past that it starts again.
     It can also keep every place of a text (:meth:`keep_copies`) where a store learns them all
-    at once, made into places only when asked. The caller serialises its calls."""
+    at once, made into places only when asked.
+
+    Both threads of a hybrid search use it: each call works on the maps of one state, taken
+    whole (a state's two maps are replaced in one assignment), so a call that meets a new state
+    in another thread reads or fills maps that are dropped, never a mix."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._state: int | None = None
-        self._known: dict[int, ChunkPlace] = {}
-        self._texts: dict[str, HeldText] = {}  # text hash → its chunks
+        # state, chunk id → place, text hash → its chunks
+        self._maps: tuple[int | None, dict[int, ChunkPlace], dict[str, HeldText]] = (None, {}, {})
 
-    def _at(self, state: int) -> dict[int, ChunkPlace]:
-        if state != self._state or max(len(self._known), len(self._texts)) >= self._limit:
-            self._state, self._known, self._texts = state, {}, {}
-        return self._known
+    def _at(self, state: int) -> tuple[dict[int, ChunkPlace], dict[str, HeldText]]:
+        held, known, texts = self._maps
+        if state != held or max(len(known), len(texts)) >= self._limit:
+            known, texts = {}, {}
+            self._maps = (state, known, texts)
+        return known, texts
 
     @property
     def holds_copies(self) -> bool:
         """True when some text's places are kept (:meth:`keep_copies`)."""
-        return bool(self._texts)
+        return bool(self._maps[2])
 
     def keep_copies(self, state: int, texts: Iterable[HeldText]) -> None:
         """Keep the chunks of each of ``texts``, read at ``state``."""
-        self._at(state)
-        self._texts.update((text.text_hash, text) for text in texts)
+        self._at(state)[1].update((text.text_hash, text) for text in texts)
 
     def copies(self, state: int, hashes: Sequence[str]) -> list[ChunkPlace] | None:
         """The places of every chunk of these texts at ``state``, by id; None unless every one
         of the texts was kept."""
-        self._at(state)
-        if not all(h in self._texts for h in hashes):
+        texts = self._at(state)[1]
+        if not all(h in texts for h in hashes):
             return None
-        return sorted((p for h in hashes for p in self._texts[h].places()), key=lambda p: p.id)
+        return sorted((p for h in hashes for p in texts[h].places()), key=lambda p: p.id)
 
     def chosen(
         self, state: int, hashes: Iterable[str], choose: ChooseCopy
@@ -213,9 +217,9 @@ class PlaceCache:
         """The place of the copy ``choose`` picks of each of ``hashes`` kept by
         :meth:`keep_copies` at ``state``, by text hash; each is kept by id too (a search reads
         them next)."""
-        known, made = self._at(state), {}
+        (known, texts), made = self._at(state), {}
         for text_hash in hashes:
-            text = self._texts.get(text_hash)
+            text = texts.get(text_hash)
             if text is not None:
                 place = text.place(choose(text.ids, text.file_ids))
                 made[text_hash] = known[place.id] = place
@@ -224,7 +228,7 @@ class PlaceCache:
     def with_texts(self, state: int, ids: Iterable[int]) -> dict[int, tuple[ChunkPlace, str]]:
         """Chunk id → (its place, its text), for those of ``ids`` whose place is kept and whose
         text's chunks were kept by :meth:`keep_copies` at ``state``."""
-        known, texts = self._at(state), self._texts
+        known, texts = self._at(state)
         found: dict[int, tuple[ChunkPlace, str]] = {}
         for chunk_id in ids:
             place = known.get(chunk_id)
@@ -235,14 +239,14 @@ class PlaceCache:
 
     def keep(self, state: int, places: Iterable[ChunkPlace]) -> None:
         """Keep places read at ``state``."""
-        self._at(state).update((place.id, place) for place in places)
+        self._at(state)[0].update((place.id, place) for place in places)
 
     def places(
         self, state: int, ids: Sequence[int], read: Callable[[list[int]], Iterable[ChunkPlace]]
     ) -> list[ChunkPlace]:
         """The places of ``ids`` at ``state``, in that order (unknown ids left out): those not
         kept are ``read`` (their ids, once each) and kept."""
-        known = self._at(state)
+        known = self._at(state)[0]
         missing = [i for i in dict.fromkeys(ids) if i not in known]
         if missing:
             known.update((place.id, place) for place in read(missing))

@@ -691,3 +691,13 @@ def test_the_place_cache_gives_the_copy_chosen_of_each_text_it_holds() -> None:
         chosen["b" * 32],
     ]
     assert cache.chosen(8, ["a" * 32], last_file) == {}  # another state holds nothing
+
+
+def test_the_place_cache_starts_again_before_a_search_not_during_it() -> None:
+    cache = PlaceCache(limit=8)
+    cache.keep_copies(7, [Held(h * 32, [n], [1]) for n, h in enumerate("abcde")])
+    cache.trim()  # 5 of 8: kept
+    assert cache.copies(7, ["a" * 32]) is not None
+    cache.keep_copies(7, [Held("f" * 32, [9], [1])])
+    cache.trim()  # 6 of 8: three quarters, so a search begun now starts afresh
+    assert not cache.holds_copies

@@ -194,6 +194,13 @@ class PlaceCache:
             self._maps = (state, known, texts)
         return known, texts
 
+    def trim(self) -> None:
+        """Start again if three quarters of ``limit`` are kept: called as a search begins, so
+        that what it keeps (a few thousand) lasts until it ends."""
+        _, known, texts = self._maps
+        if max(len(known), len(texts)) * 4 >= self._limit * 3:
+            self._maps = (None, {}, {})
+
     @property
     def holds_copies(self) -> bool:
         """True when some text's places are kept (:meth:`keep_copies`)."""

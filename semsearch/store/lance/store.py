@@ -829,7 +829,9 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
         self._meta.delete(f"key IN ('model_id', 'dim', 'ann_rows', '{TEXTS_ANN_ROWS}')")
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
-        """One search's reads: each table's version is read once for all of them (``Pins``)."""
+        """One search's reads: each table's version is read once for all of them (``Pins``),
+        and the places it keeps last until it ends (a search chooses copies from them)."""
+        self._place_cache.trim()
         return self._versions.pinned()
 
     def has_ann(self) -> bool:

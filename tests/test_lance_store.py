@@ -404,6 +404,42 @@ def test_the_ann_index_never_answers_with_chunks_still_waiting_for_vectors(
     assert len(found) > 100 and not waiting & {cid for cid, _ in found}
 
 
+def test_within_a_few_files_the_nearest_chunks_are_ranked_exactly_without_the_index(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the ANN threshold, a vector search within a few files (those a query names) reads
+    their chunks and ranks them exactly, never loading the vector index; chunks still waiting
+    for their vectors stay out; files holding more than ``EXACT_ROWS`` chunks ask the index."""
+    store, folder = ann_store(settings, monkeypatch, files=50)
+    ids, _, matrix = store.vectors(0)
+    owners = store.chunk_files(ids.tolist())
+    files = sorted(set(owners.values()))[:3]
+    mine = [n for n, i in enumerate(ids.tolist()) if owners[i] in files]
+    texts = tuple(ChunkRecord(n, n, 0, 1, None, f"waiting {n}") for n in range(5))
+    store.write_files([FileWrite(folder, "new.md", 1, 10, "sha", "ok", "text", texts)])
+    waiting = {
+        f for i, f in store.chunk_files(store.chunk_ids().tolist()).items() if i not in owners
+    }
+    asked = []
+    chunks_ann = lance.ann_nearest
+    monkeypatch.setattr(
+        lance, "ann_nearest", lambda *a, **k: [asked.append(1), chunks_ann(*a, **k)][1]
+    )
+    query = matrix[mine[4]] + 0.5 * matrix[mine[17]]
+    query = (query / np.linalg.norm(query)).astype(np.float32)
+    found = store.nearest(query, 7, [*files, *waiting])
+    exact = sorted(mine, key=lambda n: -float(matrix[n] @ query))[:7]
+    assert [cid for cid, _ in found] == [int(ids[n]) for n in exact] and not asked
+    scores = [float(matrix[n] @ query) for n in exact]
+    assert all(abs(s - e) < 1e-5 for (_, s), e in zip(found, scores, strict=True))
+    with monkeypatch.context() as patched:  # their places came with them
+        patched.setattr(store, "_places", lambda where: pytest.fail(f"read again: {where}"))
+        assert len(store.chunk_places([cid for cid, _ in found])) == 7
+    monkeypatch.setattr(lance, "EXACT_ROWS", 29)  # 30 chunks in those files: too many
+    assert [cid for cid, _ in store.nearest(query, 7, files)][:1] == [int(ids[exact[0]])]
+    assert asked == [1]
+
+
 def test_the_nearest_chunks_bring_their_places_until_the_table_changes(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -531,8 +567,11 @@ def test_a_tree_of_copies_is_searched_through_its_distinct_texts(
     assert {cid: key[1] for cid, key in keys.items()} == {cid: hash_of[cid] for cid in found}
     assert {h: p.file_id for h, p in chosen.items()} == last and len(last) == 4
     assert all(p.id == max(c for c in hash_of if hash_of[c] == h) for h, p in chosen.items())
-    assert store.nearest(matrix[0], 5, [int(store.chunk_files([int(ids[0])])[int(ids[0])])])
-    assert asked == [1]  # within files: the chunks' own index
+    one_file = [int(store.chunk_files([int(ids[0])])[int(ids[0])])]
+    assert store.nearest(matrix[0], 5, one_file) and not asked  # within a file: read, exact
+    monkeypatch.setattr(lance, "EXACT_FILES", 0)
+    assert store.nearest(matrix[0], 5, one_file)
+    assert asked == [1]  # within more files: the chunks' own index
     store.write_files(random_writes(folders[0], 1, 10, seed=9))  # no maintain yet
     assert len(store.nearest(matrix[0], 10, None)) == 10 and asked == [1, 1]
     store.maintain()

@@ -113,3 +113,34 @@ def ann_nearest(
         (int(i), 1.0 - float(d)) for i, d in zip(table["id"].to_numpy(), distances, strict=True)
     ]
     return found, table.select(list(columns)).to_pylist() if columns else []
+
+
+def exact_nearest(
+    table: Any,
+    query: np.ndarray[Any, Any],
+    pool: int,
+    where: str,
+    columns: Sequence[str],
+    limit: int,
+) -> tuple[list[tuple[int, float]], list[dict[str, Any]]] | None:
+    """What :func:`ann_nearest` gives, ranked exactly over the rows ``where`` selects, read
+    whole: at most ``limit`` of them, else None (the vector index answers then). A search
+    within a few files (the files a query names) costs a filtered read (~35 ms on 1.6M chunks)
+    instead of loading the table's whole vector index (1.7 s and 1.3 GB the first time)."""
+
+    def run() -> Any:
+        chosen = ["id", "vector", *dict.fromkeys(c for c in columns if c != "id")]
+        return table.search().where(where).select(chosen).limit(limit + 1).to_arrow()
+
+    found = retry(run)
+    if found.num_rows > limit:
+        return None
+    if not found.num_rows:
+        return [], []
+    flat = found["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    matrix = np.asarray(flat, dtype=np.float32).reshape(found.num_rows, -1)
+    scores = matrix @ np.asarray(query, dtype=np.float32)
+    order = np.argsort(-scores, kind="stable")[:pool]
+    ids = found["id"].to_numpy()
+    ranked = [(int(ids[i]), float(scores[i])) for i in order]
+    return ranked, found.select(list(columns)).take(order).to_pylist() if columns else []

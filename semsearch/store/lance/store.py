@@ -116,10 +116,16 @@ try:  # the sibling modules import lancedb and pyarrow too
 
     from semsearch.store.lance.cache import ReadCache
     from semsearch.store.lance.paths import PathVectors, moved_path_ids
-    from semsearch.store.lance.query import ann_nearest, full_text, prewarm_full_text
+    from semsearch.store.lance.query import (
+        ann_nearest,
+        exact_nearest,
+        full_text,
+        prewarm_full_text,
+    )
     from semsearch.store.lance.tables import (
         FILES,
         FOLDERS,
+        HAS_VECTOR,
         META,
         PENDING,
         PLACE_COLUMNS,
@@ -160,6 +166,12 @@ BASE_TABLES = ("meta", "folders", "files")  # made with the index; chunks with t
 PUBLISHED_FOLDERS = "folders"
 ID_BLOCK = 65_536  # ids reserved per meta write
 ANN_MIN_ROWS = 50_000  # below this many chunks, vector search is exact
+# A vector search within at most EXACT_FILES files whose chunks are at most EXACT_ROWS reads
+# them and ranks them exactly (``query.exact_nearest``): the files a query names, one file. A
+# local index only: on object storage that read would scan the file ids with requests of its
+# own, where the ANN query's are the ones the S3 bench measures (``bench/s3.py``).
+EXACT_FILES = 64
+EXACT_ROWS = 8_192
 ANN_PARTITION_ROWS = 100_000  # rows per IVF partition of the HNSW index
 # A lexical query within files names their rows, when a snapshot has them (``lexical``): up to
 # this many, a filter LanceDB answers from its full-text index alone.
@@ -875,7 +887,16 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             if by_text is not None:
                 return by_text
         columns = PLACE_COLUMNS if self.has_flags() else ()
-        found, rows = ann_nearest(chunks, query, pool, file_ids, columns)
+        answer = None
+        if (
+            file_ids is not None
+            and columns
+            and len(file_ids) <= EXACT_FILES
+            and not self._is_remote
+        ):
+            where = f"{HAS_VECTOR} AND file_id IN ({ids_sql(file_ids)})"
+            answer = exact_nearest(chunks, query, pool, where, columns, EXACT_ROWS)
+        found, rows = answer or ann_nearest(chunks, query, pool, file_ids, columns)
         self._place_cache.keep(self._versions.of(chunks), _places(rows))
         return found
 

@@ -85,25 +85,27 @@ def test_index_runs_clean_up_old_versions(settings: Settings, tmp_path: Path) ->
         ("defines",): 0,
         ("id",): 0,
         ("text_hash",): 0,
+        ("file_id",): 0,
     }
     hits = index.search("revised about beavers", k=3, mode="bm25")
     assert hits and all("revised 4" in hit.text for hit in hits)
 
 
-def test_maintain_gives_an_older_chunks_table_its_text_hash_index(
-    settings: Settings, tmp_path: Path
+@pytest.mark.parametrize("column", ["text_hash", "file_id"])
+def test_maintain_gives_an_older_chunks_table_its_scalar_indexes(
+    settings: Settings, tmp_path: Path, column: str
 ) -> None:
-    """A table made before the text_hash B-tree (what copies of a text are found by) gets it
-    from the next index run's maintain."""
+    """A table made before the text_hash B-tree (what copies of a text are found by) or the
+    file_id one (a few files' chunks) gets it from the next index run's maintain."""
     index = Index(settings, embedder=HashEmbedder())
     index.update([write_tree(tmp_path / "notes", {"a.md": "otters\n", "b.md": "otters\n"})])
     chunks = LanceStore(settings.store_path)._chunk_table()
-    (name,) = [ix.name for ix in chunks.list_indices() if ix.columns == ["text_hash"]]
+    (name,) = [ix.name for ix in chunks.list_indices() if ix.columns == [column]]
     chunks.drop_index(name)
-    assert all(ix.columns != ["text_hash"] for ix in chunks.list_indices())
+    assert all(ix.columns != [column] for ix in chunks.list_indices())
     LanceStore(settings.store_path).maintain()
     store = LanceStore(settings.store_path)
-    assert ["text_hash"] in [ix.columns for ix in store._chunk_table().list_indices()]
+    assert [column] in [ix.columns for ix in store._chunk_table().list_indices()]
     places = store.chunk_places([int(i) for i in store.chunk_ids()])
     assert len({p.text_hash for p in places}) == 1
     assert store.text_places([places[0].text_hash]) == places

@@ -181,7 +181,9 @@ PLACE_CACHE = 65_536  # chunk places a store keeps per version of the chunks tab
 # Columns of the chunks table looked up by value: a chunk by id, the copies of a text (and the
 # stored vector of a text) by text_hash; a B-tree finds 5 hashes among 1M rows in ~10 ms, a scan
 # takes ~100 ms.
-SCALAR_INDEXED = ("id", "text_hash")
+# B-trees of the chunks table: rows by id, copies by text hash, a few files' chunks by file id
+# (``exact_nearest``: 36 → 3.5 ms for 10 files of 1.6M chunks; built in 0.2 s there)
+SCALAR_INDEXED = ("id", "text_hash", "file_id")
 TEXTS_PROBLEM = "table texts: "  # how ``LanceStore.check`` begins a problem of that table
 
 logger = logging.getLogger("semsearch.store")
@@ -1090,10 +1092,11 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
             orphans = [f for f in self._chunks_per_file() if f not in known]
             if orphans:  # chunks of a run killed before their file rows were written
                 chunks.delete(f"file_id IN ({ids_sql(orphans)})")
-            if self.has_flags():  # a table made before text_hash had its index
+            if self.has_flags():  # a table made before text_hash or file_id had its index
                 indexed = {c for index in chunks.list_indices() for c in index.columns}
-                if "text_hash" not in indexed:
-                    chunks.create_index("text_hash", config=BTree())
+                for column in SCALAR_INDEXED:
+                    if column not in indexed:
+                        chunks.create_index(column, config=BTree())
                 self._note_copies(chunks)
             self._build_ann(chunks)
         texts = self._texts_kept(chunks)

@@ -437,6 +437,7 @@ def test_within_a_few_files_the_nearest_chunks_are_ranked_exactly_without_the_in
     with monkeypatch.context() as patched:  # their places came with them
         patched.setattr(store, "_places", lambda where: pytest.fail(f"read again: {where}"))
         assert len(store.chunk_places([cid for cid, _ in found])) == 7
+    assert store.nearest(query, 7, sorted(waiting)) == [] and not asked  # no vector yet
     monkeypatch.setattr(lance, "EXACT_ROWS", 29)  # 30 chunks in those files: too many
     assert [cid for cid, _ in store.nearest(query, 7, files)][:1] == [int(ids[exact[0]])]
     assert asked == [1]

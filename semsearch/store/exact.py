@@ -132,10 +132,7 @@ class ExactVectors:
             ids, scores = self.ids[rows], self.matrix[rows] @ vector
         else:  # most: one product, without copying the rows
             ids, scores = self.ids[rows], (self.matrix @ vector)[rows]
-        pool = min(pool, len(scores))
-        best = np.argpartition(-scores, pool - 1)[:pool]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        best = best[np.isfinite(scores[best])]
+        best = best_first(scores, pool)
         return list(zip(ids[best].tolist(), scores[best].tolist(), strict=True))
 
     def _warm_scan(self) -> VectorScan | None:
@@ -153,3 +150,14 @@ class ExactVectors:
             except (StoreError, MemoryError):  # an aid only: the float32 product answers alike
                 self._scan_failed = True
         return self._scan
+
+
+def best_first(scores: FloatArray, pool: int) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """The positions of the ``pool`` highest of ``scores``, highest first (ties in order), the
+    ones that are not a number left out."""
+    pool = min(pool, len(scores))
+    if pool <= 0:
+        return np.zeros(0, dtype=np.intp)
+    best = np.argpartition(-scores, pool - 1)[:pool]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return best[np.isfinite(scores[best])]

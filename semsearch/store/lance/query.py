@@ -20,6 +20,7 @@ from lancedb.query import (
     Occur,
 )
 
+from semsearch.store.exact import best_first
 from semsearch.store.lance.tables import ids_sql, retry
 from semsearch.text.lexical import COLUMN_WEIGHTS, LexicalQuery
 
@@ -140,7 +141,7 @@ def exact_nearest(
     flat = found["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
     matrix = np.asarray(flat, dtype=np.float32).reshape(found.num_rows, -1)
     scores = matrix @ np.asarray(query, dtype=np.float32)
-    order = np.argsort(-scores, kind="stable")[:pool]
+    order = best_first(scores, pool)
     ids = found["id"].to_numpy()
     ranked = [(int(ids[i]), float(scores[i])) for i in order]
     return ranked, found.select(list(columns)).take(order).to_pylist() if columns else []

@@ -657,8 +657,8 @@ class Held:
     def place(self, at: int) -> ChunkPlace:
         return ChunkPlace(self.ids[at], self.file_ids[at], self.text_hash, 1, 5, None)
 
-    def places(self, limit: int | None = None) -> list[ChunkPlace]:
-        return [self.place(at) for at in range(len(self.ids[:limit]))]
+    def places(self) -> list[ChunkPlace]:
+        return [self.place(at) for at in range(len(self.ids))]
 
 
 def test_the_place_cache_keeps_every_copy_of_a_text_for_its_state_only() -> None:

@@ -166,8 +166,8 @@ class HeldText(Protocol):
     def place(self, at: int) -> ChunkPlace:
         """The place of its chunk at ``at`` (in id order)."""
 
-    def places(self, limit: int | None = None) -> list[ChunkPlace]:
-        """The places of its first ``limit`` chunks (all when None)."""
+    def places(self) -> list[ChunkPlace]:
+        """The places of all its chunks, by id."""
 
 
 class PlaceCache:

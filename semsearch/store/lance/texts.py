@@ -106,13 +106,9 @@ class FoundText(NamedTuple):
         chunk_id, file_id, start, end, page = (column[at] for column in self.columns)
         return ChunkPlace(chunk_id, file_id, self.text_hash, start, end, None if page < 0 else page)
 
-    def places(self, limit: int | None = None) -> list[ChunkPlace]:
-        """The places of its first ``limit`` chunks (of all of them when None)."""
-        ids, files, starts, ends, pages = (column[:limit] for column in self.columns)
-        return [
-            ChunkPlace(i, f, self.text_hash, start, end, None if page < 0 else page)
-            for i, f, start, end, page in zip(ids, files, starts, ends, pages, strict=True)
-        ]
+    def places(self) -> list[ChunkPlace]:
+        """The places of all its chunks, by id."""
+        return [self.place(at) for at in range(len(self.ids))]
 
 
 class DistinctTexts:

@@ -324,6 +324,31 @@ def test_status_check_on_a_damaged_read_only_index_says_where_to_mend_it(
     assert "read-only" in error_lines(run_cli("index", "--rebuild").stderr)[0]
 
 
+def test_a_search_leaves_no_onnxruntime_telemetry_in_the_home_folder(
+    read_only_index: dict[str, Path], tmp_path: Path
+) -> None:
+    """onnxruntime 1.32 keeps a device id and an event store under
+    ``~/.cache/Microsoft`` and warns on each model load where it cannot: semsearch turns that
+    off (``ORT_DISABLE_TELEMETRY``) unless the user chose, whatever the parent process set."""
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    env.update(
+        HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONPATH=os.pathsep.join(sys.path)
+    )
+    found = subprocess.run(
+        [sys.executable, "-m", "semsearch", "search", "birds waiting in shallow water"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert found.returncode == 0 and "herons.md" in found.stdout, found.stderr
+    assert "telemetry" not in found.stderr
+    assert not list(home.rglob("*onnxruntime*")) and not (home / ".cache" / "Microsoft").exists()
+
+
 def test_the_mcp_read_tools_work_on_a_read_only_index(
     read_only_index: dict[str, Path], tmp_path: Path
 ) -> None:

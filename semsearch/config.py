@@ -153,6 +153,7 @@ class Settings(NamedTuple):
     ignore_patterns: tuple[str, ...] | None = None
     ignore_file: str = DEFAULT_IGNORE_FILE
     model_dir: Path | None = None
+    model: str | None = None  # a model's name (semsearch.model.catalog); None: the index's own
     model_variant: str = "auto"
     store_backend: str = "sqlite"
     allow_secret_patterns: tuple[str, ...] = ()
@@ -342,6 +343,7 @@ CONFIG_KEYS = (
     "allowSecretPatterns",
     "indexKinds",
     "indexDir",
+    "model",
     "modelDir",
     "modelVariant",
     "storeBackend",
@@ -449,6 +451,13 @@ def _file_settings(path: Path, data: Mapping[str, Any]) -> dict[str, Any]:
         )
     if "modelVariant" in data:
         values["model_variant"] = _expect(path, "modelVariant", data["modelVariant"], str, "text")
+    if "model" in data:
+        name = _expect(path, "model", data["model"], str, "text")
+        if not name.strip():
+            raise ConfigError(f"{path}: `model` is empty; give a model's name or leave it out.")
+        if "modelDir" in data:
+            raise ConfigError(f"{path}: set `model` or `modelDir`, not both.")
+        values["model"] = name.strip()
     return values
 
 
@@ -568,8 +577,14 @@ def load_settings(
         **_chunk_settings(config_path, data),
         **_file_settings(config_path, data),
     }
+    if env.get("SS_MODEL_DIR") and env.get("SS_MODEL"):
+        raise ConfigError("Set SS_MODEL or SS_MODEL_DIR, not both.")
     if env.get("SS_MODEL_DIR"):
         values["model_dir"] = Path(os.path.expanduser(env["SS_MODEL_DIR"]))
+        values.pop("model", None)  # the environment's choice beats the config file's
+    if env.get("SS_MODEL", "").strip():
+        values["model"] = env["SS_MODEL"].strip()
+        values.pop("model_dir", None)
     if env.get("SS_STORE_BACKEND"):
         values["store_backend"] = env["SS_STORE_BACKEND"]
     if env.get("SS_MCP_AUTO_INDEX"):

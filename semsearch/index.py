@@ -74,6 +74,14 @@ from semsearch.indexing.report import (
     RebuildReport,
     Status,
 )
+from semsearch.model.builds import BUILT_IN_IDS
+from semsearch.model.catalog import (
+    BUILT_IN,
+    BUILT_IN_DESCRIPTION,
+    find_model,
+    installed_models,
+    missing_model_hint,
+)
 from semsearch.model.embedder import Embedder, OnnxEmbedder
 from semsearch.search.fusion import SearchOptions, search
 from semsearch.search.hits import Hit
@@ -196,10 +204,7 @@ class Index:
     def embedder(self) -> Embedder:
         """The embedder, created on first use (the ONNX session loads on first embed)."""
         if self._embedder is None:
-            s = self.settings
-            self._embedder = OnnxEmbedder(
-                s.model_dir, one_shot=self._one_shot, variant=s.model_variant
-            )
+            self._embedder = make_embedder(self.settings, one_shot=self._one_shot)
         return self._embedder
 
     def use_settings(self, settings: Settings) -> None:
@@ -282,12 +287,16 @@ class Index:
             embedder = self.embedder
             if stored is not None and not force:  # the model variant that built it goes on
                 embedder = embedder.variant_for(stored[0])
+            replaced = ""
             if stored is not None and stored[0] != embedder.model_id:
-                if not force:
+                # a model chosen by name (`index --model`, config `model`) replaces the index's
+                if not force and not self._chooses_model:
                     raise ModelMismatchError(
                         model_mismatch_message(store.path, stored[0], embedder.model_id)
+                        + missing_model_hint(stored[0], BUILT_IN_IDS)
                     )
                 store.clear_chunks()
+                replaced = stored[0]
             _absorb(store, chosen)
             indexer = Indexer(store, embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []
@@ -303,8 +312,19 @@ class Index:
             pending = store.pending_count(owned)
         seconds = time.monotonic() - started
         return IndexReport(
-            tuple(reports), seconds, indexer.embedded, pending, indexer.paths_embedded
+            tuple(reports),
+            seconds,
+            indexer.embedded,
+            pending,
+            indexer.paths_embedded,
+            model=embedder.model_id,
+            replaced_model=replaced,
         )
+
+    @property
+    def _chooses_model(self) -> bool:
+        """The settings name a model (``model``): another model's index is embedded again."""
+        return self.settings.model is not None and self.settings.model_dir is None
 
     @_locked
     def rebuild(
@@ -906,7 +926,7 @@ class IndexCache:
 
     def __init__(self, monitor: ChangeMonitor | None = None) -> None:
         self._lock = threading.Lock()
-        self._embedders: dict[tuple[Path | None, str], Embedder] = {}
+        self._embedders: dict[tuple[Path | None, str | None, str], Embedder] = {}
         self._open: dict[Location, _Open] = {}
         self._monitor = monitor or ChangeMonitor()  # shared by the indexes' freshen()
 
@@ -934,9 +954,9 @@ class IndexCache:
             return Index(settings, embedder=self._embedder(settings))
 
     def _embedder(self, settings: Settings) -> Embedder:
-        key = (settings.model_dir, settings.model_variant)
+        key = (settings.model_dir, settings.model, settings.model_variant)
         if key not in self._embedders:
-            self._embedders[key] = OnnxEmbedder(settings.model_dir, variant=settings.model_variant)
+            self._embedders[key] = make_embedder(settings)
         return self._embedders[key]
 
     def close(self) -> None:
@@ -948,6 +968,40 @@ class IndexCache:
             for embedder in self._embedders.values():
                 embedder.close()
             self._monitor.close()
+
+
+def make_embedder(settings: Settings, one_shot: bool = False) -> OnnxEmbedder:
+    """The embedder the settings ask for: a model folder (``modelDir``), an installed model by
+    name (``model``; raises ModelError when it is not installed), else the built-in model, which
+    hands over to the model an existing index was built with when that one is installed."""
+    package = None if settings.model is None else find_model(settings.model)
+    return OnnxEmbedder(
+        settings.model_dir,
+        one_shot=one_shot,
+        variant=settings.model_variant,
+        package=package,
+        follow_index=settings.model is None,
+    )
+
+
+def model_rows() -> tuple[list[tuple[str, str]], list[str]]:
+    """(name, what it is) of each model this install can use, the built-in one first, and a
+    warning for each model package that cannot be used (``semsearch config``)."""
+    models, problems = installed_models()
+    rows = [(BUILT_IN, BUILT_IN_DESCRIPTION)]
+    for model in models:
+        about = model.description or f"{model.pooling} pooling"
+        rows.append((model.name, f"{about}; from {model.distribution}"))
+    return rows, problems
+
+
+def model_choice(settings: Settings) -> str:
+    """The model the settings pick, in words (``semsearch config``)."""
+    if settings.model_dir is not None:
+        return f"{settings.model_dir} (modelDir / SS_MODEL_DIR)"
+    if settings.model is not None:
+        return f"{settings.model} (config `model` / SS_MODEL)"
+    return f"{BUILT_IN} for a new index; an existing index keeps the model it was built with"
 
 
 def _identity(path: Location) -> tuple[int, int] | None:

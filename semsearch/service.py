@@ -90,6 +90,7 @@ def identity(settings: Settings) -> dict[str, str | None]:
         "index": str(settings.store_path),
         "config": str(settings.config_path),
         "modelDir": None if settings.model_dir is None else str(settings.model_dir),
+        "model": settings.model,
         "modelVariant": settings.model_variant,
     }
 

@@ -83,6 +83,31 @@ def test_config_file_values_and_env_override(
     assert load_settings(os.environ).model_dir == tmp_path / "model"
 
 
+def test_a_model_by_name_from_config_or_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The environment beats the config file, whichever of the two keys each one sets."""
+    config = write_config(tmp_path / "config.json", {"model": " bge-small-en-v1.5 "})
+    monkeypatch.setenv("SS_CONFIG_PATH", str(config))
+    assert (load_settings(os.environ).model, load_settings(os.environ).model_dir) == (
+        "bge-small-en-v1.5",
+        None,
+    )
+    monkeypatch.setenv("SS_MODEL_DIR", str(tmp_path / "m"))
+    chosen = load_settings(os.environ)
+    assert (chosen.model, chosen.model_dir) == (None, tmp_path / "m")
+    monkeypatch.setenv("SS_MODEL", "e5-small")
+    with pytest.raises(ConfigError, match="Set SS_MODEL or SS_MODEL_DIR, not both"):
+        load_settings(os.environ)
+    monkeypatch.delenv("SS_MODEL_DIR")
+    write_config(config, {"modelDir": "m"})
+    chosen = load_settings(os.environ)
+    assert (chosen.model, chosen.model_dir) == ("e5-small", None)
+    monkeypatch.delenv("SS_MODEL")
+    write_config(config, {})
+    assert load_settings(os.environ).model is None  # the index's own model, else the built-in
+
+
 def test_a_tilde_of_an_unknown_user_stays_as_typed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -166,6 +191,9 @@ def test_chunk_sizes_per_kind_and_defaults_that_fit_a_lower_limit(
         ({"defaultRoot": "/a\x00"}, "`defaultRoot` must be a string without a NUL character"),
         ({"indexDir": "\x00idx"}, "`indexDir` must be a folder path without a NUL character"),
         ({"modelDir": "m\x00"}, "`modelDir` must be a folder path without a NUL character"),
+        ({"model": 3}, "`model` must be text, got 3."),
+        ({"model": "  "}, "`model` is empty; give a model's name or leave it out."),
+        ({"model": "bge", "modelDir": "m"}, "set `model` or `modelDir`, not both."),
     ],
 )
 def test_bad_config_is_one_clear_error(

@@ -14,7 +14,7 @@ def test_the_readme_examples_are_what_the_commands_print() -> None:
         [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=600, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith("3 README examples match")
+    assert done.stdout.startswith("4 README examples match")
 
 
 def test_the_check_fails_on_a_changed_example(tmp_path: Path) -> None:

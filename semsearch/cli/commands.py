@@ -164,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the way out of a damaged index",
     )
     index.add_argument(
+        "--model",
+        metavar="NAME",
+        help="embed with this installed model (`semsearch config` lists them); an index of "
+        "another model is chunked and embedded again (default: config `model`, else the "
+        "index's own model)",
+    )
+    index.add_argument(
         "--max-files", type=_positive, metavar="N", help="stop after N files (default: no limit)"
     )
     index.add_argument(
@@ -467,11 +474,20 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     """``config``"""
+    # the library lists the models: numpy and the tokenizer load, onnxruntime does not
+    from semsearch.index import model_choice, model_rows
+
     note = "" if settings.config_exists else "  (not created yet: run `semsearch add`)"
-    model = str(settings.model_dir) if settings.model_dir else "all-MiniLM-L6-v2 int8 (built in)"
     print(f"config file   {settings.config_path}{note}")
     print(f"index         {settings.store_path}  ({settings.store_backend})")
-    print(f"model         {model}")
+    print(f"model         {model_choice(settings)}")
+    rows, problems = model_rows()
+    width = max(len(name) for name, _ in rows)
+    print(f"models        {rows[0][0].ljust(width)}  {rows[0][1]}")
+    for name, about in rows[1:]:
+        print(f"              {name.ljust(width)}  {about}")
+    for problem in problems:
+        print(f"  warning: model package {problem}", file=sys.stderr)
     print(f"ignore file   {settings.global_ignore_file} (+ {settings.ignore_file} in each folder)")
     if settings.serve_token:
         print("serve token   from SS_SERVE_TOKEN")
@@ -539,6 +555,10 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
             f"--rebuild indexes every configured folder into a new index: it takes no "
             f"{clashing[0]}."
         )
+    if args.model is not None:
+        if not args.model.strip():
+            raise UsageError("--model needs a model's name (`semsearch config` lists them).")
+        settings = settings._replace(model=args.model.strip(), model_dir=None)
     index = _index(settings)
     if args.dry_run:
         return _dry_run(index, roots, args.json)

@@ -155,6 +155,11 @@ def _plan_json(plan: FolderPlan) -> dict[str, object]:
 
 def print_report(report: IndexReport) -> None:
     """The summary of an ``index`` run: one line per folder (and a total for several)."""
+    if report.replaced_model:
+        print(
+            f"model {report.model} replaces {report.replaced_model}: every file was chunked and "
+            "embedded again"
+        )
     for number, folder in enumerate(report.folders, start=1):
         print(f"[{number}/{len(report.folders)}] {folder.name}  {folder.path}")
         for warning in folder.warnings:

@@ -22,6 +22,8 @@ class IndexReport:
     chunks_embedded: int = 0  # texts the model embedded (vectors reused or shared not counted)
     chunks_pending: int = 0  # chunks still without a vector after the run
     paths_embedded: int = 0  # rel paths of code files the model embedded (the path term)
+    model: str = ""  # the id of the model the index's vectors come from after the run
+    replaced_model: str = ""  # the model whose vectors this run replaced (another was chosen)
 
     @property
     def failed(self) -> bool:
@@ -50,6 +52,8 @@ class IndexReport:
             "chunksEmbedded": self.chunks_embedded,
             "chunksPending": self.chunks_pending,
             "pathsEmbedded": self.paths_embedded,
+            "model": self.model,
+            "replacedModel": self.replaced_model or None,
             "errors": sum(len(f.problems) for f in self.folders),
             "truncated": any(f.truncated for f in self.folders),
             "seconds": round(self.seconds, 3),

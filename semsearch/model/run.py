@@ -58,33 +58,41 @@ def batches(order: list[int], lengths: list[int], budget: int = BATCH_TOKENS) ->
 
 
 def embed_ids(
-    session: Any, id_lists: Sequence[list[int]], workers: int = 1, budget: int = BATCH_TOKENS
+    session: Any,
+    id_lists: Sequence[list[int]],
+    workers: int = 1,
+    budget: int = BATCH_TOKENS,
+    pooling: str = "mean",
 ) -> FloatMatrix:
     """Unit vectors of texts given as token ids (already clipped), in input order, in calls of
     at most ``budget`` padded tokens run on up to ``workers`` threads at once; the longest go
-    first so no thread is left with a long one at the end."""
+    first so no thread is left with a long one at the end. ``pooling``: see
+    :func:`pool_and_normalise`."""
     if not id_lists:
         return np.zeros((0, 0), dtype=np.float32)
     order = sorted(range(len(id_lists)), key=lambda i: len(id_lists[i]))
     groups = batches(order, [len(ids) for ids in id_lists], budget)
     if workers <= 1 or len(groups) == 1:
-        results = [run_batch(session, [id_lists[i] for i in group]) for group in groups]
+        results = [run_batch(session, [id_lists[i] for i in g], pooling) for g in groups]
     else:
         groups.reverse()
-        results = _in_parallel(session, [[id_lists[i] for i in g] for g in groups], workers)
+        batch_ids = [[id_lists[i] for i in g] for g in groups]
+        results = _in_parallel(session, batch_ids, workers, pooling)
     out = np.empty((len(id_lists), results[0].shape[1]), dtype=np.float32)
     for group, vectors in zip(groups, results, strict=True):
         out[group] = vectors
     return out
 
 
-def _in_parallel(session: Any, batch_ids: list[list[list[int]]], workers: int) -> list[FloatMatrix]:
+def _in_parallel(
+    session: Any, batch_ids: list[list[list[int]]], workers: int, pooling: str
+) -> list[FloatMatrix]:
     """Each batch's vectors, computed by a pool of threads; on any error or interrupt the batches
     not yet started are cancelled before it propagates."""
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="semsearch-embed")
     try:
         futures: list[Future[FloatMatrix]] = [
-            pool.submit(run_batch, session, ids) for ids in batch_ids
+            pool.submit(run_batch, session, ids, pooling) for ids in batch_ids
         ]
         return [future.result() for future in futures]
     finally:
@@ -107,20 +115,27 @@ def model_inputs(
     return {name: value for name, value in feed.items() if name in names}, mask
 
 
-def run_batch(session: Any, id_lists: Sequence[Sequence[int]]) -> FloatMatrix:
+def run_batch(
+    session: Any, id_lists: Sequence[Sequence[int]], pooling: str = "mean"
+) -> FloatMatrix:
     """One padded model call: the unit vectors of its texts."""
     feed, mask = model_inputs(session, id_lists)
     try:
         hidden = session.run(None, feed)[0]
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise ModelError(f"The model failed to run: {exc}") from exc
-    return pool_and_normalise(np.asarray(hidden, dtype=np.float32), mask)
+    return pool_and_normalise(np.asarray(hidden, dtype=np.float32), mask, pooling)
 
 
-def pool_and_normalise(hidden: FloatMatrix, mask: np.ndarray[Any, Any]) -> FloatMatrix:
-    """Mean-pool token states over the attention mask, then L2-normalise each row."""
+def pool_and_normalise(
+    hidden: FloatMatrix, mask: np.ndarray[Any, Any], pooling: str = "mean"
+) -> FloatMatrix:
+    """Pool token states — ``mean`` over the attention mask, or ``cls``: the first token's
+    state — then L2-normalise each row."""
     if hidden.ndim == 2:  # the model already pools
         pooled = hidden
+    elif pooling == "cls":
+        pooled = hidden[:, 0, :]
     else:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)

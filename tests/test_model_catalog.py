@@ -1,0 +1,225 @@
+"""Model packages: a wheel built by scripts/model_wheel.py, installed by pip, listed by
+``semsearch config``, chosen with ``index --model`` (the index embedded again), followed by
+search, refused when damaged or when another model is asked for."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from semsearch.cli.commands import main
+from semsearch.errors import ModelError
+from semsearch.model.builds import VARIANTS, default_model_file, packaged_tokenizer
+from semsearch.model.catalog import find_model, installed_models
+from semsearch.model.embedder import OnnxEmbedder
+from semsearch.model.run import pool_and_normalise
+from tests.conftest import write_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "minilm-cls"  # all-MiniLM-L6-v2's fp32 file, pooled on [CLS], queries prefixed
+PREFIX = "query: "
+
+
+@pytest.fixture(scope="session")
+def model_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the test model's wheel as pip installed it (``pip install --target``)."""
+    work = tmp_path_factory.mktemp("model-package")
+    source = work / "source"
+    source.mkdir()
+    shutil.copyfile(default_model_file(), source / "model.onnx")
+    shutil.copyfile(packaged_tokenizer(), source / "tokenizer.json")
+    built = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "model_wheel.py"), str(source), "--name", NAME,
+         "--pooling", "cls", "--query-prefix", PREFIX, "--description", "MiniLM pooled on CLS",
+         "--out", str(work / "dist")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    wheel = Path(built.stdout.strip())
+    assert wheel.name == "semsearch_model_minilm_cls-1.0.0-py3-none-any.whl"
+    site = work / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--target", str(site), str(wheel)],
+        check=True,
+    )  # fmt: skip
+    return site
+
+
+@pytest.fixture
+def installed(model_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test model package on sys.path for this test (as if pip had installed it here)."""
+    monkeypatch.syspath_prepend(str(model_site))
+    return model_site
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_installed_model_package_is_listed(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "minilm-cls" not in run(capsys, "config")[1].split("models", 1)[0]
+    code, out, err = run(capsys, "config")
+    assert code == 0 and err == ""
+    listing = out.split("models", 1)[1].splitlines()
+    assert listing[0].split() == ["all-MiniLM-L6-v2", "built", "in;", *listing[0].split()[3:]]
+    assert NAME in listing[1] and "from semsearch-model-minilm-cls 1.0.0" in listing[1]
+    (package,) = installed_models()[0]
+    assert package.pooling == "cls" and package.query_prefix == PREFIX
+    assert package.onnx == installed / "semsearch_model_minilm_cls" / "model.onnx"
+
+
+def test_a_model_package_pools_and_prefixes_as_it_declares(installed: Path) -> None:
+    package = find_model(NAME)
+    assert package is not None
+    chosen = OnnxEmbedder(package=package)
+    plain = OnnxEmbedder(variant="fp32")  # the same file, mean-pooled
+    assert chosen.model_id == f"{NAME}@{package.sha256[:16]}" != plain.model_id
+    text = "How are chunk vectors stored in the index?"
+    ours, theirs = chosen.embed([text])[0], plain.embed([text])[0]
+    assert abs(float(np.linalg.norm(ours)) - 1.0) < 1e-5
+    assert float(ours @ theirs) < 0.99  # another pooling, another vector
+    # the query prefix goes before queries only; chunks get none (no document prefix declared)
+    np.testing.assert_allclose(
+        chosen.embed_query(text), chosen.embed([PREFIX + text])[0], atol=1e-5
+    )
+    assert float(chosen.embed_query(text) @ ours) < 0.999
+
+
+def test_cls_pooling_takes_the_first_token_state() -> None:
+    hidden = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) + 1
+    mask = np.array([[1, 1, 0], [1, 1, 1]])
+    first = hidden[:, 0, :] / np.linalg.norm(hidden[:, 0, :], axis=1, keepdims=True)
+    np.testing.assert_allclose(pool_and_normalise(hidden, mask, "cls"), first, rtol=1e-6)
+    assert not np.allclose(pool_and_normalise(hidden, mask, "mean"), first)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+def test_choosing_a_model_embeds_the_index_again_and_search_follows_it(
+    installed: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:
+    monkeypatch.setenv("SS_STORE_BACKEND", backend)
+    project = write_tree(
+        tmp_path / "project",
+        {
+            "retry.py": "def retry_with_backoff(call, attempts=5):\n"
+            "    '''Call again after a failure, waiting twice as long each time.'''\n",
+            "colors.py": "def detect_truecolor(env):\n"
+            "    return env.get('COLORTERM') == 'truecolor'\n",
+            "notes.md": "# Holidays\n\nThe office closes in the last week of December.\n",
+        },
+    )
+    assert run(capsys, "add", str(project))[0] == 0
+    code, out, _ = run(capsys, "index", "--json")
+    first = json.loads(out)
+    built_in = {variant.model_id for variant in VARIANTS.values()}
+    assert code == 0 and first["model"] in built_in and first["replacedModel"] is None
+
+    code, out, _ = run(capsys, "index", "--model", NAME, "--json")
+    switched = json.loads(out)
+    assert code == 0
+    assert switched["model"].startswith(f"{NAME}@") and switched["replacedModel"] == first["model"]
+    assert switched["filesIndexed"] == 3 and switched["chunksEmbedded"] == first["chunksEmbedded"]
+
+    code, out, _ = run(capsys, "index", "--json")  # the index keeps its model: nothing to redo
+    again = json.loads(out)
+    assert (again["model"], again["chunksEmbedded"], again["filesIndexed"]) == (
+        switched["model"], 0, 0
+    )  # fmt: skip
+    code, out, _ = run(capsys, "status", "--json")
+    assert json.loads(out)["model"] == {"id": switched["model"], "dim": 384}
+
+    code, out, _ = run(capsys, "search", "wait longer after each failed call", "--json", "-k", "1")
+    assert code == 0 and json.loads(out)["results"][0]["relPath"] == "retry.py"
+    code, out, _ = run(capsys, "search", "terminal colour support", "--mode", "vector", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["relPath"] == "colors.py"
+
+    code, out, _ = run(capsys, "index", "--model", "all-MiniLM-L6-v2")  # and back, with a line
+    assert code == 0 and f"replaces {switched['model']}" in out
+
+
+def test_searching_with_another_model_or_without_its_package_is_a_clear_error(
+    model_site: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = write_tree(tmp_path / "project", {"a.py": "def parse_header(line):\n    pass\n"})
+    run(capsys, "add", str(project))
+    sys.path.insert(0, str(model_site))
+    try:
+        assert run(capsys, "index", "--model", NAME)[0] == 0
+        monkeypatch.setenv("SS_MODEL", "all-MiniLM-L6-v2")
+        code, _, err = run(capsys, "search", "header parsing")
+        assert code == 1 and f"was built with model {NAME}@" in err and "Traceback" not in err
+        code, out, _ = run(capsys, "index")  # a model chosen by name: the index follows it
+        assert code == 0 and f"replaces {NAME}@" in out
+        monkeypatch.delenv("SS_MODEL")
+        assert run(capsys, "index", "--model", NAME)[0] == 0
+    finally:
+        sys.path.remove(str(model_site))
+    code, _, err = run(capsys, "search", "header parsing")
+    assert code == 1
+    assert (
+        f"was built with model {NAME}@" in err
+        and f"If {NAME} is a model package, install it" in err
+    )
+    code, _, err = run(capsys, "index", "--model", NAME)
+    assert code == 1 and f"No embedding model {NAME!r} is installed" in err
+    assert "installed: all-MiniLM-L6-v2 (built in))" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["index", "--model", ""], 2, "--model needs a model's name"),
+        (["index", "--model", "bge-small-en-v1.5"], 1, "No embedding model 'bge-small-en-v1.5'"),
+    ],
+)
+def test_index_model_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], code: int, message: str
+) -> None:
+    run(capsys, "add", str(write_tree(tmp_path / "p", {"a.txt": "alpha"})))
+    result, _, err = run(capsys, *argv)
+    assert result == code and message in err
+
+
+def test_a_damaged_model_package_is_refused(
+    model_site: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(model_site, site)
+    monkeypatch.syspath_prepend(str(site))
+    # an earlier test imported the package from the intact copy: import this one
+    monkeypatch.delitem(sys.modules, "semsearch_model_minilm_cls", raising=False)
+    folder = site / "semsearch_model_minilm_cls"
+    with (folder / "model.onnx").open("ab") as handle:
+        handle.write(b"\0")  # a changed byte count: not the file the wheel pinned
+    package = find_model(NAME)
+    assert package is not None
+    with pytest.raises(
+        ModelError, match="pip install --force-reinstall semsearch-model-minilm-cls"
+    ):
+        OnnxEmbedder(package=package).embed(["anything"])
+    os.remove(folder / "tokenizer.json")
+    with pytest.raises(ModelError, match=r"tokenizer\.json is missing; reinstall its package"):
+        find_model(NAME)
+    code, out, err = run(capsys, "config")
+    assert code == 0 and NAME not in out and "warning: model package minilm-cls:" in err

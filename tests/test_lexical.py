@@ -83,9 +83,19 @@ def test_chunk_terms_join_path_and_identifiers() -> None:
         ('the "retry  budget" of a pool', '"retry budget" OR "pool"'),
         ('"the end" of', '"the end"'),
         ('""', ""),
+        # a name typed alone: also its parts anywhere in the row, in any order
         ("ERR_ZORBLATT_7741", '"ERR_ZORBLATT_7741"'),
-        ("parseHeaderLine", '"parseHeaderLine" OR "parse header line"'),
-        ("os.path.join", '"os.path.join"'),
+        ("retry_with_backoff", '"retry_with_backoff"'),
+        ("std::HashMap", '"std::HashMap" OR "std hash map" OR ("std" AND "hash" AND "map")'),
+        (
+            "parseHeaderLine",
+            '"parseHeaderLine" OR "parse header line" OR ("parse" AND "header" AND "line")',
+        ),
+        ("os.path.join", '"os.path.join" OR ("os" AND "path" AND "join")'),
+        ("the parseHeader", '"parseHeader" OR "parse header" OR ("parse" AND "header")'),
+        ("parseHeader line", '"parseHeader" OR "parse header" OR "line"'),
+        ('"parseHeader" line', '"parseHeader" OR "line"'),
+        ("ParseParse", '"ParseParse" OR "parse parse"'),
         ("* - ( )", ""),
         ("dup dup", '"dup"'),
         ("NEAR(\x00", '"NEAR( "'),  # found by fuzzing: FTS5 read the NUL as the string's end

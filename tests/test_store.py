@@ -41,7 +41,7 @@ from semsearch.store.base import PlaceCache
 from semsearch.store.exact import ExactVectors
 from semsearch.store.sqlite.schema import SCHEMA_VERSION, TABLES_SQL
 from semsearch.store.sqlite.store import SqliteStore
-from semsearch.text.lexical import COLUMNS, TERMS_VERSION, LexicalQuery
+from semsearch.text.lexical import COLUMNS, TERMS_VERSION, LexicalQuery, lexical_query
 from tests.conftest import BACKENDS, location
 
 
@@ -255,6 +255,29 @@ def test_any_query_text_is_safe(store: Store, alternatives: tuple[str, ...]) -> 
     store.write_files([file_write(folder, "x.md", ["foo bar near"])])
     found = store.lexical(words(*alternatives), 10, None)
     assert found == ([store.chunk_ids()[0]] if alternatives[0] == "x" else [])
+
+
+def test_a_name_typed_alone_finds_a_row_of_all_its_parts(store: Store) -> None:
+    """``VitestProject`` where no row spells it: the row holding both of its words anywhere
+    (one in the path, one in the text) is found, a row of one word is not, and the row that
+    spells the name comes first."""
+    folder = store.ensure_folder("/srv/a", "a")
+    store.write_files(
+        [
+            file_write(folder, "node/project.ts", ["export class TestProject { vitest: Vitest }"]),
+            file_write(folder, "node/state.ts", ["export class StateManager { vitest: Vitest }"]),
+            file_write(folder, "node/workspace.ts", ["resolveProjects(config)"]),
+        ]
+    )
+    rels = {row.id: row.rel for row in store.chunks([int(i) for i in store.chunk_ids()])}
+    query = lexical_query("VitestProject")
+    assert query is not None and query.together == ("vitest", "project")
+    assert [rels[i] for i in store.lexical(query, 10, None)] == ["node/project.ts"]
+    assert store.lexical(LexicalQuery(query.alternatives), 10, None) == []
+    store.write_files([file_write(folder, "node/plugin.ts", ["import { VitestProject } from"])])
+    rels = {row.id: row.rel for row in store.chunks([int(i) for i in store.chunk_ids()])}
+    found = [rels[i] for i in store.lexical(query, 10, None)]
+    assert found == ["node/plugin.ts", "node/project.ts"]
 
 
 def test_lexical_filter_by_files(store: Store) -> None:

@@ -24,6 +24,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _WORD = re.compile(r"\w")
 _QUOTED = re.compile(r'"([^"]+)"')  # a phrase the user quoted
+# A name as code spells it, with or without its namespace path: `JoinSet`, `os.path.join`,
+# `std::Vec`, `$scope`.
+_NAME_PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->|\\)[A-Za-z_$][\w$]*)*")
 
 # Words too common to carry meaning in a natural-language query (Lucene's English list).
 _STOP_WORDS_TEXT = (
@@ -329,6 +332,10 @@ class LexicalQuery:
 
     alternatives: tuple[str, ...]
     columns: tuple[str, ...] = COLUMNS
+    # One more alternative: words that must all be in the row, each in any column and any order
+    # (the parts of a name typed alone: ``VitestProject`` finds a row of ``vitest`` … ``project``
+    # where no row spells the name or the phrase).
+    together: tuple[str, ...] = ()
 
     def fts5(self) -> str:
         """The SQLite FTS5 expression: every alternative quoted (safe for any input).
@@ -336,20 +343,29 @@ class LexicalQuery:
         Quoting turns ``ERR_ZORBLATT_7741`` or ``os.path.join`` into phrases of their parts. A NUL
         becomes a space: FTS5 reads it as the end of the query ("unterminated string").
         """
-        phrases = " OR ".join(
-            '"' + word.replace('"', '""').replace("\x00", " ") + '"' for word in self.alternatives
-        )
+        quoted = ['"' + _fts5_text(word) + '"' for word in self.alternatives]
+        if self.together:
+            every = " AND ".join('"' + _fts5_text(word) + '"' for word in self.together)
+            quoted.append(f"({every})")
+        phrases = " OR ".join(quoted)
         if self.columns == COLUMNS:
             return phrases
         return "{" + " ".join(self.columns) + "} : (" + phrases + ")"
 
 
+def _fts5_text(word: str) -> str:
+    return word.replace('"', '""').replace("\x00", " ")
+
+
 def lexical_query(query: str) -> LexicalQuery | None:
     """The BM25 arm's query for a user's query; None when it has no word at all.
 
-    A camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``).
-    Stop words are dropped when other words remain. Words in double quotes are one exact phrase
-    (``"retry budget"``), stop words kept.
+    A camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``),
+    and a camelCase or dotted name typed alone also its parts anywhere in a row
+    (:attr:`LexicalQuery.together`: on
+    the 46 code repositories a name no file spells any more, `VitestProject`, found the file of
+    `TestProject`; no other query moved). Stop words are dropped when other words remain. Words
+    in double quotes are one exact phrase (``"retry budget"``), stop words kept.
     """
     phrases = [m.group(1).strip() for m in _QUOTED.finditer(query) if _WORD.search(m.group(1))]
     rest = _QUOTED.sub(" ", query)
@@ -358,12 +374,20 @@ def lexical_query(query: str) -> LexicalQuery | None:
     if phrases and not meaningful:
         words = []
     alternatives: list[str] = [" ".join(phrase.split()) for phrase in phrases]
+    together: tuple[str, ...] = ()
     for word in meaningful or words:
         alternatives.append(word)
         pieces = split_identifier(word)
         if len(pieces) > 1 and "_" not in word and "." not in word:
             alternatives.append(" ".join(pieces))
-    return LexicalQuery(tuple(dict.fromkeys(alternatives))) if alternatives else None
+        parts = tuple(dict.fromkeys(piece.lower() for piece in pieces))
+        alone = len(meaningful or words) == 1 and not phrases
+        # snake_case parts are prose words already (`retry_with_backoff`): its phrase suffices
+        if len(parts) > 1 and alone and "_" not in word and _NAME_PATH.fullmatch(word):
+            together = parts
+    if not alternatives:
+        return None
+    return LexicalQuery(tuple(dict.fromkeys(alternatives)), together=together)
 
 
 def query_words(query: str) -> list[str]:

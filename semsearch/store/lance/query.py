@@ -34,7 +34,8 @@ def full_text(query: LexicalQuery) -> FullTextQuery | None:
     """LanceDB's query for a LexicalQuery: each alternative in each column, any may match.
 
     A one-word alternative matches in any of the columns (column boosts as in SQLite); a phrase
-    needs all its words in one column (the index keeps no positions).
+    needs all its words in one column (the index keeps no positions); the words ``together``
+    each in any column.
     """
     columns = list(query.columns)
     boosts = [COLUMN_WEIGHTS.get(c, 1.0) for c in columns]
@@ -60,6 +61,16 @@ def full_text(query: LexicalQuery) -> FullTextQuery | None:
                         document_granularity=None,
                     )
                 )
+    together = [w for word in query.together for w in _TOKEN.findall(word)]
+    if len(together) > 1:  # every word, each in any column
+        clauses.append(
+            BooleanQuery(
+                [
+                    (Occur.MUST, MultiMatchQuery(word, columns, boosts=boosts, operator=ANY))
+                    for word in together
+                ]
+            )
+        )
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else BooleanQuery([(Occur.SHOULD, c) for c in clauses])

@@ -196,7 +196,7 @@ class LexicalReader:
         rare = tuple(word for word in query.alternatives if word not in common)
         if not common or not rare or sum(map(self._matched, rare)) < limit:
             return None
-        return LexicalQuery(rare)
+        return LexicalQuery(rare, together=query.together)
 
     def _fts_rows(self) -> int:
         """The FTS table's rows (one per text from schema 9 on, one per chunk before), counted

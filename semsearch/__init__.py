@@ -41,6 +41,7 @@ __all__ = [
     "UsageError",
     "configure_process",
     "load_settings",
+    "model_rows",
     "resolve_folder",
 ]
 
@@ -76,6 +77,7 @@ _HOMES: dict[str, str] = {  # where each public name is defined
     "OnnxEmbedder": "semsearch.model.embedder",
     "HashEmbedder": "semsearch.model.embedder",
     "configure_process": "semsearch.process",
+    "model_rows": "semsearch.model.catalog",
     **dict.fromkeys(_ERRORS, "semsearch.errors"),
 }
 
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
     from semsearch.indexing.pipeline import FileEvent, FolderReport
     from semsearch.indexing.plan import FolderPlan
     from semsearch.indexing.report import FolderStatus, IndexReport, Status
+    from semsearch.model.catalog import model_rows
     from semsearch.model.embedder import Embedder, HashEmbedder, OnnxEmbedder
     from semsearch.process import configure_process
     from semsearch.search.hits import Copy, Hit

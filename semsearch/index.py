@@ -75,13 +75,7 @@ from semsearch.indexing.report import (
     Status,
 )
 from semsearch.model.builds import BUILT_IN_IDS
-from semsearch.model.catalog import (
-    BUILT_IN,
-    BUILT_IN_DESCRIPTION,
-    find_model,
-    installed_models,
-    missing_model_hint,
-)
+from semsearch.model.catalog import find_model, missing_model_hint
 from semsearch.model.embedder import Embedder, OnnxEmbedder
 from semsearch.search.fusion import SearchOptions, search
 from semsearch.search.hits import Hit
@@ -982,26 +976,6 @@ def make_embedder(settings: Settings, one_shot: bool = False) -> OnnxEmbedder:
         package=package,
         follow_index=settings.model is None,
     )
-
-
-def model_rows() -> tuple[list[tuple[str, str]], list[str]]:
-    """(name, what it is) of each model this install can use, the built-in one first, and a
-    warning for each model package that cannot be used (``semsearch config``)."""
-    models, problems = installed_models()
-    rows = [(BUILT_IN, BUILT_IN_DESCRIPTION)]
-    for model in models:
-        about = model.description or f"{model.pooling} pooling"
-        rows.append((model.name, f"{about}; from {model.distribution}"))
-    return rows, problems
-
-
-def model_choice(settings: Settings) -> str:
-    """The model the settings pick, in words (``semsearch config``)."""
-    if settings.model_dir is not None:
-        return f"{settings.model_dir} (modelDir / SS_MODEL_DIR)"
-    if settings.model is not None:
-        return f"{settings.model} (config `model` / SS_MODEL)"
-    return f"{BUILT_IN} for a new index; an existing index keeps the model it was built with"
 
 
 def _identity(path: Location) -> tuple[int, int] | None:

@@ -474,14 +474,14 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     """``config``"""
-    # the library lists the models: numpy and the tokenizer load, onnxruntime does not
-    from semsearch.index import model_choice, model_rows
+    # the installed models, from the packages' metadata (no numpy, no model code)
+    from semsearch import model_rows
 
+    rows, problems = model_rows()
     note = "" if settings.config_exists else "  (not created yet: run `semsearch add`)"
     print(f"config file   {settings.config_path}{note}")
     print(f"index         {settings.store_path}  ({settings.store_backend})")
-    print(f"model         {model_choice(settings)}")
-    rows, problems = model_rows()
+    print(f"model         {_model_choice(settings, rows[0][0])}")
     width = max(len(name) for name, _ in rows)
     print(f"models        {rows[0][0].ljust(width)}  {rows[0][1]}")
     for name, about in rows[1:]:
@@ -502,6 +502,15 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     for root in roots[1:]:
         print(f"              {root}")
     return EXIT_OK
+
+
+def _model_choice(settings: Settings, built_in: str) -> str:
+    """The model the settings pick, in words."""
+    if settings.model_dir is not None:
+        return f"{settings.model_dir} (modelDir / SS_MODEL_DIR)"
+    if settings.model is not None:
+        return f"{settings.model} (config `model` / SS_MODEL)"
+    return f"{built_in} for a new index; an existing index keeps the model it was built with"
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:

@@ -72,6 +72,17 @@ def installed_models() -> tuple[list[ModelPackage], list[str]]:
     return list(models.values()), problems
 
 
+def model_rows() -> tuple[list[tuple[str, str]], list[str]]:
+    """(name, what it is) of each model this install can use, the built-in one first, and a
+    warning for each model package that cannot be used (``semsearch config``)."""
+    models, problems = installed_models()
+    rows = [(BUILT_IN, BUILT_IN_DESCRIPTION)]
+    for model in models:
+        about = model.description or f"{model.pooling} pooling"
+        rows.append((model.name, f"{about}; from {model.distribution}"))
+    return rows, problems
+
+
 def find_model(name: str) -> ModelPackage | None:
     """The model package called ``name``; None for the built-in model. Raises ModelError, with
     the installed names, when no installed package offers it or its package is broken."""

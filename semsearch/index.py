@@ -128,6 +128,27 @@ def _locked(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+def _check_switch_covers(store: Store, chosen: Sequence[Path], model: str) -> None:
+    """Refuse a change of model that would drop the chunks of folders this run does not index
+    (another model's vectors cannot stay beside the new ones)."""
+    wanted = {os.path.realpath(root) for root in chosen}
+    left = [
+        f.path
+        for f in store.folders()
+        if f.chunks
+        and os.path.realpath(f.path) not in wanted
+        and not any(is_inside(f.path, root) for root in chosen)
+    ]
+    if left:
+        shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        raise UsageError(
+            f"Embedding the index with {model} drops every chunk of the model it holds, those of "
+            f"{shown} too, which this run does not index. Run `semsearch index --model {model}` "
+            "without a PATH to index every configured folder (`semsearch add` or `semsearch "
+            "remove` the folders only the index holds first)."
+        )
+
+
 def _absorb(store: Store, outers: Sequence[Path]) -> None:
     """Take over the indexed folders inside ``outers``: rows re-keyed, nothing re-embedded."""
     for outer in outers:
@@ -289,6 +310,8 @@ class Index:
                         model_mismatch_message(store.path, stored[0], embedder.model_id)
                         + missing_model_hint(stored[0], BUILT_IN_IDS)
                     )
+                if not force:
+                    _check_switch_covers(store, chosen, self.settings.model or "")
                 store.clear_chunks()
                 replaced = stored[0]
             _absorb(store, chosen)

@@ -183,6 +183,22 @@ def test_searching_with_another_model_or_without_its_package_is_a_clear_error(
     assert "installed: all-MiniLM-L6-v2 (built in))" in err
 
 
+def test_a_model_change_for_one_folder_would_drop_the_others_and_is_refused(
+    installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = write_tree(tmp_path / "notes", {"plan.md": "The budget review is on Tuesday."})
+    code = write_tree(tmp_path / "code", {"retry.py": "def retry(call):\n    return call()\n"})
+    run(capsys, "add", str(notes), str(code))
+    assert run(capsys, "index")[0] == 0
+    before = json.loads(run(capsys, "status", "--json")[1])
+    result, _, err = run(capsys, "index", "--model", NAME, str(code))
+    assert result == 2
+    assert f"those of {notes} too, which this run does not index" in err
+    assert json.loads(run(capsys, "status", "--json")[1]) == before  # nothing dropped
+    result, out, _ = run(capsys, "index", "--model", NAME, "--json")
+    assert result == 0 and json.loads(out)["filesIndexed"] == 2
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semsearch.cli.commands import main
 from semsearch.errors import ModelError
 from semsearch.model.builds import VARIANTS, default_model_file, packaged_tokenizer
 from semsearch.model.catalog import find_model, installed_models
 from semsearch.model.embedder import OnnxEmbedder
 from semsearch.model.run import pool_and_normalise
 from tests.conftest import write_tree
+from tests.test_cli import run
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "minilm-cls"  # all-MiniLM-L6-v2's fp32 file, pooled on [CLS], queries prefixed
@@ -57,12 +57,6 @@ def installed(model_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The test model package on sys.path for this test (as if pip had installed it here)."""
     monkeypatch.syspath_prepend(str(model_site))
     return model_site
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_an_installed_model_package_is_listed(

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,12 @@ def test_a_model_package_pools_and_prefixes_as_it_declares(installed: Path) -> N
         chosen.embed_query(text), chosen.embed([PREFIX + text])[0], atol=1e-5
     )
     assert float(chosen.embed_query(text) @ ours) < 0.999
+    # a document prefix goes before chunks only
+    passages = OnnxEmbedder(package=replace(package, query_prefix="", document_prefix="passage: "))
+    np.testing.assert_allclose(
+        passages.embed([text])[0], passages.embed_query("passage: " + text), atol=1e-5
+    )
+    assert float(passages.embed([text])[0] @ ours) < 0.999
 
 
 def test_cls_pooling_takes_the_first_token_state() -> None:

@@ -64,7 +64,7 @@ from semsearch.model.builds import (
     packaged_tokenizer,
     variant_file,
 )
-from semsearch.model.catalog import BUILT_IN, ModelPackage, installed_models
+from semsearch.model.catalog import ModelPackage, installed_models
 from semsearch.model.run import (
     BATCH_TOKENS,
     clip,
@@ -313,13 +313,6 @@ class OnnxEmbedder:
         chosen._siblings = self._siblings
         self._siblings[model_id] = chosen
         return chosen
-
-    @property
-    def name(self) -> str:
-        """The model's name: the built-in model's, a model package's, or the model folder's."""
-        if self._variant is not None:
-            return BUILT_IN
-        return self._name
 
     @property
     def model_id(self) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from semsearch.errors import ModelError
 from semsearch.model.builds import VARIANTS, default_model_file, packaged_tokenizer
-from semsearch.model.catalog import find_model, installed_models
+from semsearch.model.catalog import find_model, installed_models, missing_model_hint
 from semsearch.model.embedder import OnnxEmbedder
 from semsearch.model.run import pool_and_normalise
 from tests.conftest import write_tree
@@ -95,6 +95,19 @@ def test_a_model_package_pools_and_prefixes_as_it_declares(installed: Path) -> N
         passages.embed([text])[0], passages.embed_query("passage: " + text), atol=1e-5
     )
     assert float(passages.embed([text])[0] @ ours) < 0.999
+
+
+def test_a_mismatch_names_what_to_install(installed: Path) -> None:
+    package = find_model(NAME)
+    assert package is not None
+    built_in = frozenset(variant.model_id for variant in VARIANTS.values())
+    assert missing_model_hint(package.model_id, built_in) == ""  # installed: nothing to add
+    assert missing_model_hint(next(iter(built_in)), built_in) == ""
+    other_build = missing_model_hint(f"{NAME}@{'0' * 16}", built_in)
+    assert "holds another version of it" in other_build and f"--model {NAME}" in other_build
+    assert "If e5-small is a model package, install it" in missing_model_hint(
+        "e5-small@0123456789abcdef", built_in
+    )
 
 
 def test_cls_pooling_takes_the_first_token_state() -> None:

@@ -33,7 +33,13 @@ from itertools import islice
 from typing import NamedTuple
 
 from semsearch.files.filetype import MAN_PAGE
-from semsearch.text.lexical import STOP_WORDS, definitions, path_terms, split_identifier
+from semsearch.text.lexical import (
+    NAME_PATH,
+    STOP_WORDS,
+    definitions,
+    path_terms,
+    split_identifier,
+)
 
 # Each knob with the reason for its value; bench/RESULTS.md has the sweeps behind them.
 # Each arm ranks max(POOL_PER_K x k, POOL_MIN) chunks: 200 measured best of 70 to 300 on the code
@@ -81,8 +87,6 @@ _PRIVATE_PART = re.compile(r"_[a-z]", re.IGNORECASE)  # a path part the "private
 # A query word names a symbol when it could not be plain prose: a capital letter, "_", a digit,
 # "." or "::" inside it (or when the query is that one word).
 _IDENTIFIER_LIKE = re.compile(r"[A-Z_0-9$]|\.|::")
-# A name in a query, qualified or not: `pkg.Bar`, `foo::Bar`, `A\B` (PHP), `Foo#bar` (Ruby).
-_QUERY_WORD = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|\\|#)[A-Za-z_$][\w$]*)*")
 _NAME_EDGES = "`'\""  # a name typed as code: `JoinSet`, "JoinSet"
 
 # (label, path pattern, query words that lift the penalty, factor)
@@ -192,7 +196,7 @@ def query_info(query: str) -> QueryInfo:
     """Lower-cased words and the identifier-like names of a query."""
     words = frozenset(word.lower() for word in re.findall(r"\w+", query))
     terms = frozenset(stem_words(re.findall(r"[A-Za-z0-9]+", query)))
-    found = [m.group() for m in _QUERY_WORD.finditer(query)]
+    found = [m.group() for m in NAME_PATH.finditer(query)]
     symbols = tuple(
         dict.fromkeys(word for word in found if len(found) == 1 or _IDENTIFIER_LIKE.search(word))
     )
@@ -202,7 +206,7 @@ def query_info(query: str) -> QueryInfo:
         if len(name) > 1 and name.lower() not in STOP_WORDS:
             qualified.setdefault(name, set()).update(q.lower() for q in qualifiers)
     # PHP writes a fully qualified name with a leading backslash (`\Monolog\Logger`)
-    is_name = bool(qualified) and bool(_QUERY_WORD.fullmatch(_bare_name(query)))
+    is_name = bool(qualified) and bool(NAME_PATH.fullmatch(_bare_name(query)))
     parts = tuple(frozenset(q) for q in qualified.values())
     first = query.split(maxsplit=1)[0].lower().strip(_WORD_EDGES) if query.strip() else ""
     return QueryInfo(

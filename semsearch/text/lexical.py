@@ -24,9 +24,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _WORD = re.compile(r"\w")
 _QUOTED = re.compile(r'"([^"]+)"')  # a phrase the user quoted
-# A name as code spells it, with or without its namespace path: `JoinSet`, `os.path.join`,
-# `std::Vec`, `$scope`.
-_NAME_PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->|\\)[A-Za-z_$][\w$]*)*")
+# A name as code spells it, qualified or not: `JoinSet`, `pkg.Bar`, `foo::Bar`, `A\B` (PHP),
+# `Foo#bar` (Ruby).
+NAME_PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|\\|#)[A-Za-z_$][\w$]*)*")
 
 # Words too common to carry meaning in a natural-language query (Lucene's English list).
 _STOP_WORDS_TEXT = (
@@ -361,11 +361,11 @@ def lexical_query(query: str) -> LexicalQuery | None:
     """The BM25 arm's query for a user's query; None when it has no word at all.
 
     A camelCase word also matches its split form (``parseHeaderLine`` OR ``parse header line``),
-    and a camelCase or dotted name typed alone also its parts anywhere in a row
-    (:attr:`LexicalQuery.together`: on
-    the 46 code repositories a name no file spells any more, `VitestProject`, found the file of
-    `TestProject`; no other query moved). Stop words are dropped when other words remain. Words
-    in double quotes are one exact phrase (``"retry budget"``), stop words kept.
+    and a camelCase or qualified name typed alone also its parts anywhere in a row
+    (:attr:`LexicalQuery.together`; on the 46 code repositories a name no file spells any more,
+    `VitestProject`, found the file of `TestProject`; no other query moved). Stop words are
+    dropped when other words remain. Words in double quotes are one exact phrase
+    (``"retry budget"``), stop words kept.
     """
     phrases = [m.group(1).strip() for m in _QUOTED.finditer(query) if _WORD.search(m.group(1))]
     rest = _QUOTED.sub(" ", query)
@@ -375,15 +375,15 @@ def lexical_query(query: str) -> LexicalQuery | None:
         words = []
     alternatives: list[str] = [" ".join(phrase.split()) for phrase in phrases]
     together: tuple[str, ...] = ()
+    alone = len(meaningful or words) == 1 and not phrases
     for word in meaningful or words:
         alternatives.append(word)
         pieces = split_identifier(word)
         if len(pieces) > 1 and "_" not in word and "." not in word:
             alternatives.append(" ".join(pieces))
         parts = tuple(dict.fromkeys(piece.lower() for piece in pieces))
-        alone = len(meaningful or words) == 1 and not phrases
         # snake_case parts are prose words already (`retry_with_backoff`): its phrase suffices
-        if len(parts) > 1 and alone and "_" not in word and _NAME_PATH.fullmatch(word):
+        if alone and len(parts) > 1 and "_" not in word and NAME_PATH.fullmatch(word):
             together = parts
     if not alternatives:
         return None

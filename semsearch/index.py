@@ -39,7 +39,6 @@ from semsearch.config import (
 from semsearch.errors import (
     IndexMissingError,
     LockedError,
-    ModelMismatchError,
     PathRefusedError,
     SemsearchError,
     UsageError,
@@ -74,10 +73,9 @@ from semsearch.indexing.report import (
     RebuildReport,
     Status,
 )
-from semsearch.model.builds import BUILT_IN_IDS
-from semsearch.model.catalog import find_model, missing_model_hint
+from semsearch.model.catalog import find_model
 from semsearch.model.embedder import Embedder, OnnxEmbedder
-from semsearch.search.fusion import SearchOptions, search
+from semsearch.search.fusion import SearchOptions, check_model, search
 from semsearch.search.hits import Hit
 from semsearch.search.passage import (
     Gathered,
@@ -96,7 +94,6 @@ from semsearch.store import (
     check_index,
     has_index,
     is_writable,
-    model_mismatch_message,
     open_store,
     set_aside,
     write_lock,
@@ -129,8 +126,8 @@ def _locked(method: Callable[P, R]) -> Callable[P, R]:
 
 
 def _check_switch_covers(store: Store, chosen: Sequence[Path], model: str) -> None:
-    """Refuse a change of model that would drop the chunks of folders this run does not index
-    (another model's vectors cannot stay beside the new ones)."""
+    """Refuse a change of model (``--model``, ``--force``) that would drop the chunks of folders
+    this run does not index: another model's vectors cannot stay beside the new ones."""
     wanted = {os.path.realpath(root) for root in chosen}
     left = [
         f.path
@@ -143,9 +140,9 @@ def _check_switch_covers(store: Store, chosen: Sequence[Path], model: str) -> No
         shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
         raise UsageError(
             f"Embedding the index with {model} drops every chunk of the model it holds, those of "
-            f"{shown} too, which this run does not index. Run `semsearch index --model {model}` "
-            "without a PATH to index every configured folder (`semsearch add` or `semsearch "
-            "remove` the folders only the index holds first)."
+            f"{shown} too, which this run does not index. Run it without a PATH to index every "
+            "configured folder (`semsearch add` or `semsearch remove` the folders only the "
+            "index holds first)."
         )
 
 
@@ -306,12 +303,8 @@ class Index:
             if stored is not None and stored[0] != embedder.model_id:
                 # a model chosen by name (`index --model`, config `model`) replaces the index's
                 if not force and not self._chooses_model:
-                    raise ModelMismatchError(
-                        model_mismatch_message(store.path, stored[0], embedder.model_id)
-                        + missing_model_hint(stored[0], BUILT_IN_IDS)
-                    )
-                if not force:
-                    _check_switch_covers(store, chosen, self.settings.model or "")
+                    check_model(store, embedder, stored)  # raises: another model's vectors
+                _check_switch_covers(store, chosen, embedder.model_id)
                 store.clear_chunks()
                 replaced = stored[0]
             _absorb(store, chosen)

@@ -188,6 +188,23 @@ def test_force_re_embeds_everything(index: Index, folder: Path, embedder: Counti
     assert (embedder.paths, report.paths_embedded) == (["tool.py", "tool.py"], 1)
 
 
+def test_force_with_another_model_never_drops_a_folder_it_does_not_index(
+    settings: Settings, folder: Path, tmp_path: Path
+) -> None:
+    """Found in review: `index --force PATH` where the configured model differs from the
+    index's (an fp32 index on a CPU where `auto` picks int8) dropped every folder's chunks and
+    indexed only PATH's."""
+    other_folder = write_tree(tmp_path / "other", {"o.md": "otters in the river"})
+    Index(settings, embedder=HashEmbedder(64)).update([folder, other_folder])
+    other = Index(settings, embedder=HashEmbedder(32))
+    with pytest.raises(UsageError, match=f"those of {other_folder} too, which this run does not"):
+        other.update([folder], force=True)
+    kept = Index(settings, embedder=HashEmbedder(64))
+    assert kept.search("otters")[0].rel == "o.md"  # nothing dropped
+    assert other.update([folder, other_folder], force=True).total("indexed") == 4
+    assert other.search("otters")[0].rel == "o.md"
+
+
 def test_another_model_is_refused_until_force(settings: Settings, folder: Path) -> None:
     Index(settings, embedder=HashEmbedder(64)).update([folder])
     other = Index(settings, embedder=HashEmbedder(32))

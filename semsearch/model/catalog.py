@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.errors import ModelError
+from semsearch.model.builds import BUILT_IN_IDS
 
 ENTRY_POINT_GROUP = "semsearch.models"
 BUILT_IN = "all-MiniLM-L6-v2"  # the model shipped with semsearch (two builds: fp32 and int8)
@@ -104,10 +105,10 @@ def model_name_of(model_id: str) -> str:
     return model_id.rsplit("@", 1)[0]
 
 
-def missing_model_hint(model_id: str, built_in_ids: frozenset[str]) -> str:
+def missing_model_hint(model_id: str) -> str:
     """A sentence to add to a model mismatch: the index's model is a package's that is not
     installed here (empty when it is installed, built in, or not a package's)."""
-    if model_id in built_in_ids:
+    if model_id in BUILT_IN_IDS:
         return ""
     name = model_name_of(model_id)
     models, _ = installed_models()

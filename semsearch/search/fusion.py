@@ -30,7 +30,6 @@ from semsearch.config import DEFAULT_TOP_K, MODES, RRF_K, Mode
 from semsearch.errors import ModelMismatchError, NoMatchingFilesError, UsageError
 from semsearch.files.filetype import is_prose
 from semsearch.files.gitignore import PatternList
-from semsearch.model.builds import BUILT_IN_IDS
 from semsearch.model.catalog import missing_model_hint
 from semsearch.model.embedder import Embedder
 from semsearch.search.copies import CopyLister, Places, collapse, widened
@@ -217,7 +216,7 @@ def check_model(store: Store, embedder: Embedder, stored: tuple[str, int] | None
     if stored is not None and stored[0] != embedder.model_id:
         raise ModelMismatchError(
             model_mismatch_message(store.path, stored[0], embedder.model_id)
-            + missing_model_hint(stored[0], BUILT_IN_IDS)
+            + missing_model_hint(stored[0])
         )
 
 

@@ -577,7 +577,7 @@ def load_settings(
         **_chunk_settings(config_path, data),
         **_file_settings(config_path, data),
     }
-    if env.get("SS_MODEL_DIR") and env.get("SS_MODEL"):
+    if env.get("SS_MODEL_DIR") and env.get("SS_MODEL", "").strip():
         raise ConfigError("Set SS_MODEL or SS_MODEL_DIR, not both.")
     if env.get("SS_MODEL_DIR"):
         values["model_dir"] = Path(os.path.expanduser(env["SS_MODEL_DIR"]))

@@ -96,6 +96,8 @@ def test_a_model_by_name_from_config_or_environment(
     monkeypatch.setenv("SS_MODEL_DIR", str(tmp_path / "m"))
     chosen = load_settings(os.environ)
     assert (chosen.model, chosen.model_dir) == (None, tmp_path / "m")
+    monkeypatch.setenv("SS_MODEL", "  ")  # blank: not set, as elsewhere
+    assert load_settings(os.environ).model_dir == tmp_path / "m"
     monkeypatch.setenv("SS_MODEL", "e5-small")
     with pytest.raises(ConfigError, match="Set SS_MODEL or SS_MODEL_DIR, not both"):
         load_settings(os.environ)

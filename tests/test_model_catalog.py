@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -212,6 +213,56 @@ def test_a_model_change_for_one_folder_would_drop_the_others_and_is_refused(
     assert json.loads(run(capsys, "status", "--json")[1]) == before  # nothing dropped
     result, out, _ = run(capsys, "index", "--model", NAME, "--json")
     assert result == 0 and json.loads(out)["filesIndexed"] == 2
+
+
+GOOD = "{'onnx': ONNX, 'tokenizer': TOKENIZER, 'sha256': 'ab' * 32, 'pooling': 'cls'}"
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        (
+            "raise RuntimeError('no GPU here')",
+            "its package (broken-model 1.0) failed to load: no GPU",
+        ),
+        ("return ['model.onnx']", "declares no model mapping"),
+        (f"return {{**{GOOD}, 'sha256': 'abc'}}", "gives no sha256 of the model file"),
+        (f"return {{**{GOOD}, 'pooling': 'max'}}", "unknown pooling 'max'"),
+        (f"return {{**{GOOD}, 'queryPrefix': 3}}", "gives no text for 'queryPrefix'"),
+        (f"return {{**{GOOD}, 'onnx': '/nowhere/model.onnx'}}", "/nowhere/model.onnx is missing"),
+    ],
+)
+def test_a_model_package_that_declares_nothing_usable_is_named(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    declared: str,
+    message: str,
+) -> None:
+    """A package's entry point is its own code: whatever it does wrong is one line naming it."""
+    site = tmp_path / "site"
+    (site / "broken_model-1.0.dist-info").mkdir(parents=True)
+    (site / "broken_model-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-model\nVersion: 1.0\n"
+    )
+    (site / "broken_model-1.0.dist-info" / "entry_points.txt").write_text(
+        "[semsearch.models]\nbroken = broken_model:model\nall-MiniLM-L6-v2 = broken_model:model\n"
+    )
+    (site / "broken_model.py").write_text(
+        f"ONNX = {str(default_model_file())!r}\nTOKENIZER = {str(packaged_tokenizer())!r}\n"
+        f"def model():\n    {declared}\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "broken_model", raising=False)
+    with pytest.raises(ModelError, match=re.escape(message)):
+        find_model("broken")
+    models, problems = installed_models()
+    assert models == []
+    assert [p.split(":")[0] for p in problems] == ["all-MiniLM-L6-v2", "broken"]
+    assert "the name is the built-in model's" in problems[0]
+    code, out, err = run(capsys, "config")
+    assert code == 0 and "broken" not in out
+    assert "warning: model package broken: " in err and message in err
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,8 @@ def installed_models() -> tuple[list[ModelPackage], list[str]]:
     problems: list[str] = []
     for point in sorted(_entry_points(), key=lambda p: p.name):
         if point.name == BUILT_IN or point.name in models:
-            problems.append(f"{point.name}: another package already offers a model of that name")
+            taken = "the built-in model's" if point.name == BUILT_IN else "another package's"
+            problems.append(f"{point.name}: {point.value} is left out, the name is {taken}")
             continue
         try:
             models[point.name] = _read(point)

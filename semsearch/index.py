@@ -252,11 +252,14 @@ class Index:
 
     @_locked
     def plan(self, roots: Sequence[str | Path] | None = None) -> list[FolderPlan]:
-        """What an index run would index and skip (``index --dry-run``); loads no model.
+        """What an index run would index and skip (``index --dry-run``); loads no model, but
+        raises ModelError, as the run would, when the model the settings name is not installed.
 
         A file unchanged since the last run keeps its stored outcome; any other is read and its
         text extracted, as the run would, so that a file without text counts as skipped here too.
         """
+        if self.settings.model is not None and self.settings.model_dir is None:
+            find_model(self.settings.model)  # the packages' metadata only
         return [self._plan(root) for root in self._roots(roots)]
 
     def _plan(self, root: Path) -> FolderPlan:

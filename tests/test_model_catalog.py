@@ -270,6 +270,7 @@ def test_a_model_package_that_declares_nothing_usable_is_named(
     [
         (["index", "--model", ""], 2, "--model needs a model's name"),
         (["index", "--model", "bge-small-en-v1.5"], 1, "No embedding model 'bge-small-en-v1.5'"),
+        (["index", "--model", "e5", "--dry-run"], 1, "No embedding model 'e5' is installed"),
     ],
 )
 def test_index_model_errors(

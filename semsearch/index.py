@@ -39,6 +39,7 @@ from semsearch.config import (
 from semsearch.errors import (
     IndexMissingError,
     LockedError,
+    ModelError,
     PathRefusedError,
     SemsearchError,
     UsageError,
@@ -928,6 +929,7 @@ def _update_quietly(writer: Index) -> None:
 class _Open:
     index: Index
     identity: tuple[int, int] | None  # the index file's (device, inode) when it was opened
+    embedder: Embedder | None  # the one it was given (None: it makes its own when it embeds)
 
 
 class IndexCache:
@@ -949,13 +951,12 @@ class IndexCache:
             identity = _identity(settings.store_path)
             embedder = self._embedder(settings)
             found = self._open.get(settings.store_path)
-            if found is not None and (
-                found.identity != identity or found.index.embedder is not embedder
-            ):
+            if found is not None and (found.identity != identity or found.embedder is not embedder):
                 found.index.close()
                 found = None
             if found is None:
-                found = _Open(Index(settings, embedder, monitor=self._monitor), identity)
+                index = Index(settings, embedder, monitor=self._monitor)
+                found = _Open(index, identity, embedder)
                 self._open[settings.store_path] = found
             found.index.use_settings(settings)
             return found.index
@@ -966,10 +967,16 @@ class IndexCache:
         with self._lock:
             return Index(settings, embedder=self._embedder(settings))
 
-    def _embedder(self, settings: Settings) -> Embedder:
+    def _embedder(self, settings: Settings) -> Embedder | None:
+        """The shared embedder of the settings' model; None when it cannot be made (a model
+        that is not installed, a model folder that is gone): the index then raises why when it
+        embeds, and status, listing, grep and cat, which need no model, still answer."""
         key = (settings.model_dir, settings.model, settings.model_variant)
         if key not in self._embedders:
-            self._embedders[key] = make_embedder(settings)
+            try:
+                self._embedders[key] = make_embedder(settings)
+            except ModelError:
+                return None
         return self._embedders[key]
 
     def close(self) -> None:

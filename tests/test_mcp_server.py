@@ -685,6 +685,30 @@ def test_no_response_leaked_a_secret(client: Client, world: dict[str, Path]) -> 
     assert "Traceback" not in log
 
 
+def test_a_model_that_is_not_installed_fails_only_the_tools_that_embed(
+    world: dict[str, Path],
+) -> None:
+    """Found in review: with SS_MODEL naming a model no package offers, every call failed,
+    status and list_folders too (the server made the model before any call)."""
+    home = world["base"] / "nomodel-home"
+    home.mkdir()
+    notes = write_tree(world["base"] / "nomodel-notes", {"otters.md": "Sea otters hold hands.\n"})
+    env = {**server_env(home), "SS_MODEL": "bge-small-en-v1.5", "SS_MCP_AUTO_INDEX": "0"}
+    subprocess.run([sys.executable, "-m", "semsearch", "add", str(notes)], env=env, check=True)
+    session = Client(env, world["base"], world["base"] / "nomodel-server.log")
+    try:
+        assert "otters.md" in ok(session.call("grep", {"pattern": "otters"}))
+        assert json.loads(ok(session.call("list_folders")))["folders"][0]["path"] == str(notes)
+        status = session._portal.call(session.session.read_resource, "semsearch://status")
+        assert json.loads(status.contents[0].text)["indexExists"] is False
+        assert "Run `semsearch index` first" in error(session.call("search", {"query": "x"}))
+        message = error(session.call("index", {}))
+        assert "No embedding model 'bge-small-en-v1.5' is installed" in message
+    finally:
+        session.close()
+    assert "Traceback" not in (world["base"] / "nomodel-server.log").read_text()
+
+
 @pytest.mark.lancedb
 def test_the_server_works_the_same_on_the_lancedb_backend(world: dict[str, Path]) -> None:
     home = world["base"] / "lance-home"

@@ -54,6 +54,28 @@ def model_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
+@pytest.mark.parametrize(
+    ("files", "name", "message"),
+    [
+        (["tokenizer.json"], "m", "needs model.onnx (or onnx/model.onnx) and tokenizer.json"),
+        (["model.onnx"], "m", "needs model.onnx (or onnx/model.onnx) and tokenizer.json"),
+        (["model.onnx", "tokenizer.json"], "bad name!", "use letters, digits, '.', '_' and '-'"),
+    ],
+)
+def test_the_wheel_script_refuses_what_it_cannot_package(
+    tmp_path: Path, files: list[str], name: str, message: str
+) -> None:
+    for file in files:
+        (tmp_path / file).write_text("{}")
+    ran = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "model_wheel.py"), str(tmp_path), "--name", name,
+         "--pooling", "mean", "--out", str(tmp_path / "dist")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 2 and message in ran.stderr
+    assert not (tmp_path / "dist").exists()
+
+
 @pytest.fixture
 def installed(model_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The test model package on sys.path for this test (as if pip had installed it here)."""

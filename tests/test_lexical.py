@@ -188,6 +188,11 @@ def test_fts_query_quotes_every_word(query: str, expected: str) -> None:
         ("private[circe] final class ObjectCursor(obj: JsonObject)", ["ObjectCursor"]),
         ("public fun interface FlowCollector<in T> {", ["FlowCollector"]),
         ("public @interface JsonProperty {", ["JsonProperty"]),
+        # a namespace is opened in every file that adds to it: it is defined in none of them
+        ("namespace Newtonsoft.Json", []),
+        ("namespace Dapper;", []),
+        ("namespace absl {", []),
+        ("namespace App\\Http;", []),
         # Haskell: a class with a context
         ("class (Monad m) => MonadIO m where", ["MonadIO"]),
         # Lua: a module table, and an import without parentheses

@@ -591,6 +591,21 @@ def test_a_query_of_one_name_ranks_its_definition_first(
     assert f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}" in hits[0].priors
 
 
+def test_a_namespace_named_in_a_question_defines_nothing(tmp_path: Path, hash_index: Index) -> None:
+    """Every file of a C# project opens ``namespace Dapper``: "how Dapper caches …" names the
+    project, and no file's first lines define it."""
+    files = {
+        f"Dapper/{name}.cs": f"namespace Dapper\n{{\n    class {name}\n    {{\n    }}\n}}\n"
+        for name in ("SqlMapper", "CacheInfo", "WrappedReader")
+    }
+    hash_index.update([write_tree(tmp_path / "repo", files)])
+    hits = hash_index.search("how Dapper caches parameters", k=5)
+    assert len(hits) == 3
+    assert all(ranking.DEFINES_NOTE not in " ".join(h.priors) for h in hits), [
+        (h.rel, h.priors) for h in hits
+    ]
+
+
 # (query, files, the file that defines the name), searched with the real model: the declaration
 # shapes of issue 39 beside a hub that re-exports the name, a header that declares it, a large
 # file of uses and a test that exercises it.

@@ -18,7 +18,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-TERMS_VERSION = "10"
+TERMS_VERSION = "11"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -46,7 +46,7 @@ _DEFINERS = (
     r"def|class|function\*?|func|fun|fn|struct|enum|union|trait|interface|@interface|type|"
     r"typealias|impl|"
     r"module|macro|macro_rules!|const|let|var|val|object|record|protocol|actor|"
-    r"typedef|namespace|alias|given|data|newtype|defmodule|defprotocol|defimpl|"
+    r"typedef|alias|given|data|newtype|defmodule|defprotocol|defimpl|"
     r"defmacrop?|defguardp?|defdelegate|defp?"
 )
 # Words that may stand before a definer (`public static`, `data class`, `sealed trait`,

@@ -591,6 +591,30 @@ def test_a_query_of_one_name_ranks_its_definition_first(
     assert f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}" in hits[0].priors
 
 
+def test_a_qualifier_may_be_the_indexed_folder(tmp_path: Path, hash_index: Index) -> None:
+    """``Rails::Engine`` in a folder indexed on its own (``railties/lib/rails``): the qualifier
+    is in the folder's path, not in the file's; the definition still comes first, before the
+    comment that spells the qualified name."""
+    root = write_tree(
+        tmp_path / "railties" / "lib" / "rails",
+        {
+            "engine.rb": "module Rails\n"
+            + "".join(f"  # Rails::Engine {n}: class MyEngine < Rails::Engine\n" for n in range(40))
+            + "\n".join("  # A paragraph of prose about loading." for _ in range(60))
+            + "\n\n  class Engine < Railtie\n    autoload :Configuration\n  end\nend\n",
+            "application.rb": _uses("    Rails::Engine.subclasses[{n}].setup"),
+        },
+    )
+    hash_index.update([root])
+    hits = hash_index.search("Rails::Engine", k=5)
+    assert "class Engine < Railtie" in hits[0].text, [(h.rel, h.start_line) for h in hits]
+    assert f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}" in hits[0].priors
+    elsewhere = ranking.query_info("Rails::Engine")
+    text = "module Rails\n  class Engine < Railtie\n  end\nend\n"
+    assert ranking.defines_queried("engine.rb", text, elsewhere, str(root))
+    assert not ranking.defines_queried("engine.rb", text, elsewhere, str(tmp_path / "other"))
+
+
 def test_a_namespace_named_in_a_question_defines_nothing(tmp_path: Path, hash_index: Index) -> None:
     """Every file of a C# project opens ``namespace Dapper``: "how Dapper caches …" names the
     project, and no file's first lines define it."""

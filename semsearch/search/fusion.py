@@ -55,7 +55,7 @@ from semsearch.search.ranking import (
     public_python_folders,
     query_info,
 )
-from semsearch.store import FileRef, Store, model_mismatch_message
+from semsearch.store import ChunkRow, FileRef, Store, model_mismatch_message
 from semsearch.text.lexical import LexicalQuery, lexical_query
 
 # One worker for the lexical arms and the files a query names; one job at a time, so a shared
@@ -453,15 +453,20 @@ def _definitions(
     names = LexicalQuery(tuple(info.names), columns=("defines",))
     pool = DEFINITION_POOL
     matched = store.lexical(names, pool, file_ids)
-    found = [row.id for row in store.chunks(matched) if defines_queried(row.rel, row.text, info)]
+    found = [row.id for row in store.chunks(matched) if _defines(row, info)]
     if info.is_name and len(matched) == pool:
         # The name's word is in many defined names (`Request`: `request`, `parse_request`…), and
         # its own definition may rank below them: look deeper, once.
         deeper = store.lexical(names, NAME_DEFINITION_POOL, file_ids)
         rows = store.chunks(deeper[pool:])
-        found += [row.id for row in rows if defines_queried(row.rel, row.text, info)]
+        found += [row.id for row in rows if _defines(row, info)]
         matched, pool = deeper, NAME_DEFINITION_POOL
     return found, frozenset(found) if len(matched) < pool else None
+
+
+def _defines(row: ChunkRow, info: QueryInfo) -> bool:
+    """Whether the chunk defines a queried name (``ranking.defines_queried``)."""
+    return defines_queried(row.rel, row.text, info, row.folder_path)
 
 
 def _documents(file_ids: set[int], refs: dict[int, FileRef]) -> set[int]:

@@ -250,7 +250,10 @@ def _read(
 ) -> dict[int, Candidate]:
     """The rows of ``ids`` with their priors (``defined``: see :func:`candidates`)."""
     rows = store.chunks(ids)
-    return {r.id: (r, chunk_priors(r.rel, r.text, info, _defines(r.id, defined))) for r in rows}
+    return {
+        r.id: (r, chunk_priors(r.rel, r.text, info, _defines(r.id, defined), r.folder_path))
+        for r in rows
+    }
 
 
 def _defines(chunk_id: int, defined: frozenset[int] | None) -> bool | None:

@@ -615,6 +615,23 @@ def test_a_qualifier_may_be_the_indexed_folder(tmp_path: Path, hash_index: Index
     assert not ranking.defines_queried("engine.rb", text, elsewhere, str(tmp_path / "other"))
 
 
+def test_a_class_name_finds_its_class_line_before_its_constructors(
+    tmp_path: Path, hash_index: Index
+) -> None:
+    body = "".join(f"    private int field{n} = {n};\n" for n in range(80))
+    files = {
+        "ObjectMapper.java": "/** The mapper. */\npublic class ObjectMapper\n"
+        + "    extends ObjectCodec\n{\n"
+        + body
+        + "\n    public ObjectMapper() {\n        this(new ObjectMapper(null));\n    }\n"
+        + "\n    public ObjectMapper(TokenStreamFactory f) {\n        this(f, null);\n    }\n}\n",
+        "ObjectReader.java": _uses("        ObjectMapper mapper{n} = new ObjectMapper();"),
+    }
+    hash_index.update([write_tree(tmp_path / "repo", files)])
+    hits = hash_index.search("ObjectMapper", k=5)
+    assert "public class ObjectMapper" in hits[0].text, [(h.rel, h.start_line) for h in hits]
+
+
 def test_a_namespace_named_in_a_question_defines_nothing(tmp_path: Path, hash_index: Index) -> None:
     """Every file of a C# project opens ``namespace Dapper``: "how Dapper caches …" names the
     project, and no file's first lines define it."""
@@ -872,6 +889,33 @@ def test_a_query_of_one_identifier_is_a_name(query: str, is_name: bool) -> None:
         ("src/join_set.rs", "pub struct JoinSet<T> {\n", "`joinset`", True),
         ("src/join_set.rs", "pub struct JoinSet<T> {\n", "joinset spawn", False),
         ("src/a.rs", "impl<T> Drop for JoinSet<T> {\n", "joinset", False),
+        # Java and C#: a constructor is a member of the class its `class` line defines
+        (
+            "ObjectMapper.java",
+            "public class ObjectMapper\n    extends ObjectCodec\n{\n",
+            "ObjectMapper",
+            True,
+        ),
+        (
+            "ObjectMapper.java",
+            "    public ObjectMapper(TokenStreamFactory f) {\n",
+            "ObjectMapper",
+            False,
+        ),
+        (
+            "Cache.cs",
+            "        internal protected CacheInfo(int hash)\n        {\n",
+            "CacheInfo",
+            False,
+        ),
+        (
+            "Cache.cs",
+            "        public CacheInfo GetCacheInfo(int hash)\n        {\n",
+            "GetCacheInfo",
+            True,
+        ),
+        # ... but a TypeScript method with an access modifier is a definition
+        ("src/a.ts", "  private resolveProject(name: string) {\n", "resolveProject", True),
     ],
 )
 def test_what_only_declares_a_name_does_not_define_it(

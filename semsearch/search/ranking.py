@@ -365,6 +365,11 @@ _C_EXTENSIONS = frozenset(
 )
 # Rust's `impl Trait for Type` implements the trait for the type: it defines neither.
 _IMPL_FOR = re.compile(r"[ \t]*(?:unsafe[ \t]+)?impl\b[^{;]*?[ \t]for[ \t]")
+# Java and C#: a constructor (an access modifier, then the class's name and its parameters) is a
+# member of the class its `class` line defines.
+_CONSTRUCTOR = re.compile(
+    r"[ \t]*(?:(?:public|protected|private|internal)[ \t]+)+([A-Z]\w*)[ \t]*\("
+)
 # C and C++: a type named after its keyword (`struct Curl_easy`); only a body or a base class list
 # after the name defines it: not a forward declaration (`struct foo;`) nor a variable or a
 # parameter of that type (`struct Curl_easy *data`).
@@ -383,6 +388,9 @@ def _declares_only(text: str, at: int, line: str, name: str, is_c: bool) -> bool
     list followed by ``;`` before any ``{``), so the function's body in the ``.c`` file ranks
     above its prototype in the header. A ``#define`` of the name always defines it."""
     if _IMPL_FOR.match(line):
+        return True
+    constructor = _CONSTRUCTOR.match(line)
+    if constructor is not None and constructor.group(1) == name:
         return True
     if not is_c:
         return False

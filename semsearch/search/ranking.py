@@ -383,7 +383,8 @@ _C_MACRO = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)")
 
 def _declares_only(text: str, at: int, line: str, name: str, is_c: bool) -> bool:
     """Whether ``line`` (the one at offset ``at`` of ``text``) only declares ``name``, defined
-    elsewhere: a Rust ``impl Trait for Type``; in C and C++, a type named without its body
+    elsewhere: a Rust ``impl Trait for Type``; a Java or C# constructor (its class's ``class``
+    line defines the name); in C and C++, a type named without its body
     (a forward declaration, a variable of that type) or a function's prototype (its parameter
     list followed by ``;`` before any ``{``), so the function's body in the ``.c`` file ranks
     above its prototype in the header. A ``#define`` of the name always defines it."""

@@ -71,7 +71,13 @@ def bench_env(work: Path) -> dict[str, str]:
         "SS_CONFIG_PATH": str(work / "config.json"),  # never created: defaults only
         "SS_INDEX_PATH": str(work / "index.db"),
     }
-    for name in ("SS_MODEL_DIR", "SS_STORE_BACKEND", "SS_MODEL_CACHE", "SS_MODEL_VARIANT"):
+    for name in (
+        "SS_MODEL",
+        "SS_MODEL_DIR",
+        "SS_STORE_BACKEND",
+        "SS_MODEL_CACHE",
+        "SS_MODEL_VARIANT",
+    ):
         if os.environ.get(name):
             env[name] = os.environ[name]
     return env

@@ -4,6 +4,7 @@ search, refused when damaged or when another model is asked for."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import onnxruntime
 import pytest
 
 from semsearch.errors import ModelError
@@ -328,3 +330,101 @@ def test_a_damaged_model_package_is_refused(
         find_model(NAME)
     code, out, err = run(capsys, "config")
     assert code == 0 and NAME not in out and "warning: model package minilm-cls:" in err
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return value, at
+
+
+def _put_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes([*out, value])
+
+
+def _fields(message: bytes) -> list[tuple[int, int, bytes]]:
+    """A protobuf message's fields in order: (number, wire type, the value's bytes)."""
+    fields, at = [], 0
+    while at < len(message):
+        key, at = _varint(message, at)
+        number, wire = key >> 3, key & 7
+        start = at
+        if wire == 0:
+            at = _varint(message, at)[1]
+        elif wire == 2:
+            size, start = _varint(message, at)
+            at = start + size
+        else:
+            at += {1: 8, 5: 4}[wire]
+        fields.append((number, wire, message[start:at]))
+    return fields
+
+
+def _message(fields: list[tuple[int, int, bytes]]) -> bytes:
+    out = bytearray()
+    for number, wire, value in fields:
+        out += _put_varint(number << 3 | wire)
+        out += _put_varint(len(value)) if wire == 2 else b""
+        out += value
+    return bytes(out)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _ids_first(model: bytes, only: bool = False) -> bytes:
+    """The ONNX model with a first output that gives the input ids back (an Identity node), as
+    some exports have: ModelProto.graph (7); GraphProto node (1), input (11), output (12);
+    ValueInfoProto name (1); NodeProto input (1), output (2), name (3), op_type (4)."""
+    top = _fields(model)
+    at = next(i for i, (number, _, _) in enumerate(top) if number == 7)
+    graph = _fields(top[at][2])
+    ids = next(v for n, _, v in graph if n == 11 and _fields(v)[0][2] == b"input_ids")
+    output = _message([(1, 2, b"token_ids"), *(f for f in _fields(ids) if f[0] != 1)])
+    node = _message(
+        [(1, 2, b"input_ids"), (2, 2, b"token_ids"), (3, 2, b"ids"), (4, 2, b"Identity")]
+    )
+    first = next(i for i, (number, _, _) in enumerate(graph) if number == 12)
+    rest = [f for f in graph[first:] if f[0] != 12] if only else graph[first:]
+    graph = [(1, 2, node), *graph[:first], (12, 2, output), *rest]
+    top[at] = (7, 2, _message(graph))
+    return _message(top)
+
+
+def test_a_model_that_gives_its_ids_back_first_embeds_from_its_token_states(
+    installed: Path, tmp_path: Path
+) -> None:
+    """paraphrase-MiniLM-L3-v2's file on PyPI lists the input ids as its first output: the
+    vectors come from the first floating-point output, here the same as the plain file's."""
+    package = find_model(NAME)
+    assert package is not None
+    original = default_model_file().read_bytes()
+    model = _ids_first(original)
+    (tmp_path / "model.onnx").write_bytes(model)
+    ids_first = replace(
+        package,
+        onnx=tmp_path / "model.onnx",
+        sha256=_sha256(model),
+        pooling="mean",
+        query_prefix="",
+    )
+    outputs = onnxruntime.InferenceSession(str(tmp_path / "model.onnx")).get_outputs()
+    assert [o.type for o in outputs[:2]] == ["tensor(int64)", "tensor(float)"]
+    texts = ["How are chunk vectors stored in the index?", "def parse_header(line): ..."]
+    ours = OnnxEmbedder(package=ids_first).embed(texts)
+    plain = OnnxEmbedder(variant="fp32").embed(texts)  # the same weights, mean-pooled
+    np.testing.assert_allclose(ours, plain, atol=1e-5)
+    # a file with no floating-point output at all is refused, not read as vectors
+    (tmp_path / "ids.onnx").write_bytes(ids_only := _ids_first(original, only=True))
+    nothing = replace(ids_first, onnx=tmp_path / "ids.onnx", sha256=_sha256(ids_only))
+    with pytest.raises(ModelError, match=r"no floating-point output .*token_ids \(tensor"):
+        OnnxEmbedder(package=nothing).embed(texts)

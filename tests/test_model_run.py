@@ -21,8 +21,9 @@ from semsearch.model.run import (
 
 
 class _Input:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, type: str = "tensor(int64)") -> None:
         self.name = name
+        self.type = type
 
 
 class CountingSession:
@@ -40,6 +41,9 @@ class CountingSession:
 
     def get_inputs(self) -> list[_Input]:
         return [_Input("input_ids"), _Input("attention_mask")]
+
+    def get_outputs(self) -> list[_Input]:
+        return [_Input("last_hidden_state", "tensor(float)")]
 
     def run(self, outputs: Any, feed: dict[str, np.ndarray[Any, Any]]) -> list[Any]:
         with self.lock:

@@ -13,7 +13,10 @@ point's name is the model's name (what ``semsearch index --model NAME`` and the 
   passages: "`` before queries; e5: ``"query: "`` and ``"passage: "``);
 * ``description`` (optional): one line for ``semsearch config``.
 
-``scripts/model_wheel.py`` builds such a wheel from a folder holding ``model.onnx`` and
+The ONNX file takes ``input_ids``, ``attention_mask`` and, if it has that input,
+``token_type_ids``; its first floating-point output gives the vectors: token states, pooled as
+declared, or vectors it pools itself (an output before it, such as the ids given back, is
+skipped). ``scripts/model_wheel.py`` builds such a wheel from a folder holding ``model.onnx`` and
 ``tokenizer.json``. Nothing is downloaded at run time: a model is usable once its wheel is
 installed.
 """

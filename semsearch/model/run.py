@@ -120,11 +120,26 @@ def run_batch(
 ) -> FloatMatrix:
     """One padded model call: the unit vectors of its texts."""
     feed, mask = model_inputs(session, id_lists)
+    output = hidden_output(session)
     try:
-        hidden = session.run(None, feed)[0]
+        hidden = session.run([output], feed)[0]
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise ModelError(f"The model failed to run: {exc}") from exc
     return pool_and_normalise(np.asarray(hidden, dtype=np.float32), mask, pooling)
+
+
+def hidden_output(session: Any) -> str:
+    """The name of the session's token states (or pooled vectors): its first floating-point
+    output. Some exports give the token ids or the mask back first (the paraphrase-MiniLM-L3-v2
+    file on PyPI does); taken as vectors, they would index nonsense."""
+    for output in session.get_outputs():
+        if "float" in output.type:
+            return str(output.name)
+    names = ", ".join(f"{o.name} ({o.type})" for o in session.get_outputs())
+    raise ModelError(
+        f"The model file has no floating-point output to take vectors from (it gives {names}). "
+        "Use an embedding model exported with its token states or pooled vectors as an output."
+    )
 
 
 def pool_and_normalise(

@@ -20,7 +20,12 @@ import pytest
 
 from semsearch.errors import ModelError
 from semsearch.model.builds import VARIANTS, default_model_file, packaged_tokenizer
-from semsearch.model.catalog import find_model, installed_models, missing_model_hint
+from semsearch.model.catalog import (
+    chosen_model_hint,
+    find_model,
+    installed_models,
+    missing_model_hint,
+)
 from semsearch.model.embedder import OnnxEmbedder
 from semsearch.model.run import pool_and_normalise
 from tests.conftest import write_tree
@@ -133,6 +138,12 @@ def test_a_mismatch_names_what_to_install(installed: Path) -> None:
     assert "If e5-small is a model package, install it" in missing_model_hint(
         "e5-small@0123456789abcdef"
     )
+    # chosen by name over an index whose model is at hand: unchoosing it is the way back
+    int8, fp32 = VARIANTS["int8"].model_id, VARIANTS["fp32"].model_id
+    assert chosen_model_hint(int8, fp32) == ""  # two builds of one model: no choice by name
+    assert "unset SS_MODEL" in chosen_model_hint(package.model_id, int8)
+    assert "To search it with all-MiniLM-L6-v2," in chosen_model_hint(fp32, package.model_id)
+    assert chosen_model_hint("e5-small@0123456789abcdef", int8) == ""  # not installed
 
 
 def test_cls_pooling_takes_the_first_token_state() -> None:
@@ -205,6 +216,7 @@ def test_searching_with_another_model_or_without_its_package_is_a_clear_error(
         monkeypatch.setenv("SS_MODEL", "all-MiniLM-L6-v2")
         code, _, err = run(capsys, "search", "header parsing")
         assert code == 1 and f"was built with model {NAME}@" in err and "Traceback" not in err
+        assert f"To search it with {NAME}, the model it was built with, unset SS_MODEL" in err
         code, out, _ = run(capsys, "index")  # a model chosen by name: the index follows it
         assert code == 0 and f"replaces {NAME}@" in out
         monkeypatch.delenv("SS_MODEL")

@@ -130,6 +130,29 @@ def missing_model_hint(model_id: str) -> str:
     )
 
 
+def chosen_model_hint(stored_id: str, current_id: str) -> str:
+    """A sentence to add to a model mismatch when another model than the index's was chosen
+    (``SS_MODEL``, the config key ``model``) and the index's own is at hand: with none chosen,
+    search follows it. Empty for another build of the same model and for a model not installed
+    (:func:`missing_model_hint` says what to install)."""
+    stored = _family(stored_id)
+    if stored == _family(current_id):
+        return ""
+    if stored_id not in BUILT_IN_IDS and all(
+        m.model_id != stored_id for m in installed_models()[0]
+    ):
+        return ""
+    return (
+        f" To search it with {stored}, the model it was built with, unset SS_MODEL and the "
+        "config key `model` (and `modelDir`): with no model chosen, search follows the index's."
+    )
+
+
+def _family(model_id: str) -> str:
+    """The model's name in an index's model id, the built-in model's builds named as one."""
+    return BUILT_IN if model_id in BUILT_IN_IDS else model_name_of(model_id)
+
+
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
     return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 

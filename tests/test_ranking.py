@@ -611,8 +611,8 @@ def test_a_qualifier_may_be_the_indexed_folder(tmp_path: Path, hash_index: Index
     assert f"{ranking.DEFINES_NOTE} x{ranking.NAME_DEFINITION_BOOST:g}" in hits[0].priors
     elsewhere = ranking.query_info("Rails::Engine")
     text = "module Rails\n  class Engine < Railtie\n  end\nend\n"
-    assert ranking.defines_queried("engine.rb", text, elsewhere, str(root))
-    assert not ranking.defines_queried("engine.rb", text, elsewhere, str(tmp_path / "other"))
+    assert ranking.defines_queried("engine.rb", text, elsewhere, f"{root}/engine.rb")
+    assert not ranking.defines_queried("engine.rb", text, elsewhere, f"{tmp_path}/x/engine.rb")
 
 
 def test_a_class_name_finds_its_class_line_before_its_constructors(

@@ -34,7 +34,7 @@ from semsearch.model.catalog import chosen_model_hint, missing_model_hint
 from semsearch.model.embedder import Embedder
 from semsearch.search.copies import CopyLister, Places, collapse, widened
 from semsearch.search.derived import per_refs
-from semsearch.search.hits import Candidate, Files, Hit, assemble, read_ahead
+from semsearch.search.hits import Candidate, Files, Hit, assemble, file_path, read_ahead
 from semsearch.search.named_files import named_files
 from semsearch.search.ranking import (
     DEFINITION_POOL,
@@ -467,7 +467,7 @@ def _definitions(
 
 def _defines(row: ChunkRow, info: QueryInfo) -> bool:
     """Whether the chunk defines a queried name (``ranking.defines_queried``)."""
-    return defines_queried(row.rel, row.text, info, row.folder_path)
+    return defines_queried(row.rel, row.text, info, file_path(row.folder_path, row.rel))
 
 
 def _documents(file_ids: set[int], refs: dict[int, FileRef]) -> set[int]:

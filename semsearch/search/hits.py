@@ -122,6 +122,10 @@ def file_path(folder_path: str, rel: str) -> str:
     return folder_path.rstrip("/") + "/" + rel
 
 
+def _path(row: ChunkRow) -> str:
+    return file_path(row.folder_path, row.rel)
+
+
 def assemble(
     store: Store,
     info: QueryInfo,
@@ -251,7 +255,7 @@ def _read(
     """The rows of ``ids`` with their priors (``defined``: see :func:`candidates`)."""
     rows = store.chunks(ids)
     return {
-        r.id: (r, chunk_priors(r.rel, r.text, info, _defines(r.id, defined), r.folder_path))
+        r.id: (r, chunk_priors(r.rel, r.text, info, _defines(r.id, defined), _path(r)))
         for r in rows
     }
 

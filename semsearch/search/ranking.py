@@ -318,15 +318,16 @@ def names_file(rel: str, info: QueryInfo) -> bool:
     return bool(name) and name <= info.terms
 
 
-def defines_queried(rel: str, text: str, info: QueryInfo, folder: str = "") -> bool:
+def defines_queried(rel: str, text: str, info: QueryInfo, path: str = "") -> bool:
     """True when the chunk defines a queried name; a qualified name (``std.mem.eql``) counts only
     in a file whose stem or folders hold one of its qualifiers (``mem.zig``). The folders are
-    the file's path's, the indexed ``folder``'s included: ``Rails::Engine`` is the ``class
-    Engine`` of ``engine.rb`` in a folder ``railties/lib/rails`` indexed on its own."""
+    those of the file's whole ``path`` (``rel`` without one), the indexed folder's included:
+    ``Rails::Engine`` is the ``class Engine`` of ``engine.rb`` in a folder
+    ``railties/lib/rails`` indexed on its own."""
     defined = set(_definitions_of(rel, text, info.names, info.is_name))
     if not defined:
         return False
-    folders = set(path_terms(f"{folder.rstrip('/')}/{rel}" if folder else rel))
+    folders = set(path_terms(path or rel))
     return any(
         not qualifiers or not qualifiers.isdisjoint(folders)
         for name, qualifiers in zip(info.names, info.qualifiers, strict=True)
@@ -447,16 +448,16 @@ def is_reexport(text: str) -> bool:
 
 
 def chunk_priors(
-    rel: str, text: str, info: QueryInfo, defines: bool | None = None, folder: str = ""
+    rel: str, text: str, info: QueryInfo, defines: bool | None = None, path: str = ""
 ) -> list[tuple[str, float]]:
     """The (name, factor) priors that apply to one chunk; ``defines``: whether it defines a
-    queried name, when that is known already (:func:`defines_queried` otherwise, in the
-    indexed ``folder``)."""
+    queried name, when that is known already (:func:`defines_queried` otherwise, with the
+    file's whole ``path``)."""
     priors: list[tuple[str, float]] = []
     if REEXPORT_FACTOR != 1.0 and is_reexport(text):
         priors.append(("imports and re-exports", REEXPORT_FACTOR))
     if defines is None:
-        defines = bool(info.names) and defines_queried(rel, text, info, folder)
+        defines = bool(info.names) and defines_queried(rel, text, info, path)
     if info.names and defines:
         priors.append((DEFINES_NOTE, definition_boost(info)))
     priors.extend(path_priors(rel, info))

@@ -30,7 +30,7 @@ from semsearch.config import DEFAULT_TOP_K, MODES, RRF_K, Mode
 from semsearch.errors import ModelMismatchError, NoMatchingFilesError, UsageError
 from semsearch.files.filetype import is_prose
 from semsearch.files.gitignore import PatternList
-from semsearch.model.catalog import chosen_model_hint, missing_model_hint
+from semsearch.model.catalog import mismatch_hints
 from semsearch.model.embedder import Embedder
 from semsearch.search.copies import CopyLister, Places, collapse, widened
 from semsearch.search.derived import per_refs
@@ -216,8 +216,7 @@ def check_model(store: Store, embedder: Embedder, stored: tuple[str, int] | None
     if stored is not None and stored[0] != embedder.model_id:
         raise ModelMismatchError(
             model_mismatch_message(store.path, stored[0], embedder.model_id)
-            + missing_model_hint(stored[0])
-            + chosen_model_hint(stored[0], embedder.model_id)
+            + mismatch_hints(stored[0], embedder.model_id)
         )
 
 

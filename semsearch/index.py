@@ -309,6 +309,9 @@ class Index:
                 if not force and not self._chooses_model:
                     check_model(store, embedder, stored)  # raises: another model's vectors
                 _check_switch_covers(store, chosen, embedder.model_id)
+                # the new model must run (its file's checksum, its outputs) before the vectors
+                # it replaces are gone: a model that cannot would leave the index with none
+                embedder.embed(["semsearch"])
                 store.clear_chunks()
                 replaced = stored[0]
             _absorb(store, chosen)

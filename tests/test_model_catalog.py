@@ -40,25 +40,34 @@ PREFIX = "query: "
 def model_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding the test model's wheel as pip installed it (``pip install --target``)."""
     work = tmp_path_factory.mktemp("model-package")
+    wheel, site = _installed_wheel(
+        work, default_model_file().read_bytes(), NAME, "--pooling", "cls", "--query-prefix",
+        PREFIX, "--description", "MiniLM pooled on CLS",
+    )  # fmt: skip
+    assert wheel.name == "semsearch_model_minilm_cls-1.0.0-py3-none-any.whl"
+    return site
+
+
+def _installed_wheel(work: Path, model: bytes, name: str, *options: str) -> tuple[Path, Path]:
+    """A model package of ``model`` (with the built-in tokenizer) built by the wheel script and
+    installed by pip into a folder of its own: (the wheel, that folder)."""
     source = work / "source"
-    source.mkdir()
-    shutil.copyfile(default_model_file(), source / "model.onnx")
+    source.mkdir(parents=True)
+    (source / "model.onnx").write_bytes(model)
     shutil.copyfile(packaged_tokenizer(), source / "tokenizer.json")
     built = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "model_wheel.py"), str(source), "--name", NAME,
-         "--pooling", "cls", "--query-prefix", PREFIX, "--description", "MiniLM pooled on CLS",
-         "--out", str(work / "dist")],
+        [sys.executable, str(ROOT / "scripts" / "model_wheel.py"), str(source), "--name", name,
+         *options, "--out", str(work / "dist")],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     wheel = Path(built.stdout.strip())
-    assert wheel.name == "semsearch_model_minilm_cls-1.0.0-py3-none-any.whl"
     site = work / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
          "--target", str(site), str(wheel)],
         check=True,
     )  # fmt: skip
-    return site
+    return wheel, site
 
 
 @pytest.mark.parametrize(
@@ -440,3 +449,23 @@ def test_a_model_that_gives_its_ids_back_first_embeds_from_its_token_states(
     nothing = replace(ids_first, onnx=tmp_path / "ids.onnx", sha256=_sha256(ids_only))
     with pytest.raises(ModelError, match=r"no floating-point output .*token_ids \(tensor"):
         OnnxEmbedder(package=nothing).embed(texts)
+
+
+def test_a_model_that_cannot_run_leaves_the_index_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``index --model`` with a package whose file gives no vectors (only its ids) fails
+    before the index's vectors are cleared: the index keeps its model and every vector."""
+    ids_only = _ids_first(default_model_file().read_bytes(), only=True)
+    _, site = _installed_wheel(tmp_path / "package", ids_only, "ids-only", "--pooling", "mean")
+    project = write_tree(tmp_path / "project", {"a.py": "def parse_header(line):\n    pass\n"})
+    run(capsys, "add", str(project))
+    assert run(capsys, "index")[0] == 0
+    before = json.loads(run(capsys, "status", "--json")[1])
+    monkeypatch.syspath_prepend(str(site))
+    code, _, err = run(capsys, "index", "--model", "ids-only")
+    assert code == 1 and "no floating-point output" in err
+    after = json.loads(run(capsys, "status", "--json")[1])
+    assert after["model"] == before["model"] and after == before
+    code, out, _ = run(capsys, "search", "header parsing", "--mode", "vector", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["relPath"] == "a.py"

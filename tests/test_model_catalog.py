@@ -92,6 +92,24 @@ def test_the_wheel_script_refuses_what_it_cannot_package(
     assert not (tmp_path / "dist").exists()
 
 
+@pytest.mark.parametrize("present", [[], ["config.json"], ["tokenizer.json"]])
+def test_the_export_script_refuses_a_folder_that_is_not_a_model(
+    tmp_path: Path, present: list[str]
+) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    for file in present:
+        (source / file).write_text("{}")
+    ran = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "export_model.py"), str(source),
+         str(tmp_path / "out")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 2
+    assert "needs config.json and tokenizer.json (a model folder)" in ran.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture
 def installed(model_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The test model package on sys.path for this test (as if pip had installed it here)."""

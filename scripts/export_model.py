@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         parser.error(f"{exc.name} is not installed: pip install torch transformers onnx")
 
-    model = AutoModel.from_pretrained(args.source).eval()
+    model = AutoModel.from_pretrained(args.source, attn_implementation="eager").eval()
     tokenizer = AutoTokenizer.from_pretrained(args.source)
     names = ("input_ids", "attention_mask", "token_type_ids")
     inputs = [name for name in names if name in tokenizer.model_input_names]
@@ -65,12 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     feed = {name: batch[name] for name in inputs}
     dynamic = {name: {0: "batch", 1: "tokens"} for name in [*inputs, "last_hidden_state"]}
 
+    with torch.no_grad():  # before the export, which may leave the model changed
+        expected = model(**feed).last_hidden_state.numpy()
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "model.onnx"
     with tempfile.TemporaryDirectory(dir=args.out) as scratch:
         fp32 = Path(scratch) / "model.onnx"
         torch.onnx.export(
-            model,
+            _ByName(model, inputs, torch),
             tuple(feed.values()),
             str(fp32),
             input_names=inputs,
@@ -79,8 +81,6 @@ def main(argv: list[str] | None = None) -> int:
             opset_version=args.opset,
             dynamo=False,
         )
-        with torch.no_grad():
-            expected = model(**feed).last_hidden_state.numpy()
         mask = batch["attention_mask"].numpy()[..., None]
         arrays = {name: tensor.numpy() for name, tensor in feed.items()}
         states = _run(ort, fp32, arrays)
@@ -93,6 +93,22 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copy(args.source / "tokenizer.json", args.out / "tokenizer.json")
     print(f"wrote {target} and {args.out / 'tokenizer.json'}; pooling: {_pooling(args.source)}")
     return 0
+
+
+def _ByName(model: Any, names: list[str], torch: Any) -> Any:
+    """``model`` as a module that takes ``names`` in that order and gives its token states: a
+    model's own ``forward`` takes other arguments between them (BERT's third is not
+    ``token_type_ids`` in every release of transformers)."""
+
+    class ByName(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: Any) -> Any:
+            return self.model(**dict(zip(names, tensors, strict=True))).last_hidden_state
+
+    return ByName()
 
 
 def _run(ort: Any, path: Path, arrays: dict[str, Any]) -> Any:

@@ -19,6 +19,7 @@ import onnxruntime
 import pytest
 
 from semsearch.errors import ModelError
+from semsearch.indexing.pipeline import Indexer
 from semsearch.model.builds import VARIANTS, default_model_file, packaged_tokenizer
 from semsearch.model.catalog import (
     chosen_model_hint,
@@ -227,6 +228,44 @@ def test_choosing_a_model_embeds_the_index_again_and_search_follows_it(
 
     code, out, _ = run(capsys, "index", "--model", "all-MiniLM-L6-v2")  # and back, with a line
     assert code == 0 and f"replaces {switched['model']}" in out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+@pytest.mark.parametrize("first", ["built-in", "none"])
+def test_a_chosen_model_stopped_before_its_first_vector_is_the_one_a_resume_uses(
+    installed: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    first: str,
+) -> None:
+    """``index --model`` stopped (Ctrl-C) after its chunks are written, before any vector: the
+    index records the chosen model, so a plain ``index`` (no model named, as the message says)
+    finishes with it, not with the default, over an index built before or over none."""
+    monkeypatch.setenv("SS_STORE_BACKEND", backend)
+    project = write_tree(
+        tmp_path / "project",
+        {"retry.py": "def retry_with_backoff(call, attempts=5):\n    pass\n"},
+    )
+    assert run(capsys, "add", str(project))[0] == 0
+    if first == "built-in":
+        assert run(capsys, "index")[0] == 0
+
+    def stop(self: Indexer, folder_ids: object = None) -> int:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Indexer, "embed_pending", stop)
+        code, _, err = run(capsys, "index", "--model", NAME)
+    assert code == 130 and "run again to resume" in err
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["model"]["id"].startswith(f"{NAME}@") and status["chunksPending"] == 1
+
+    code, out, _ = run(capsys, "index", "--json")
+    resumed = json.loads(out)
+    assert code == 0 and resumed["model"] == status["model"]["id"]
+    assert resumed["chunksEmbedded"] == 1 and resumed["chunksPending"] == 0
 
 
 def test_searching_with_another_model_or_without_its_package_is_a_clear_error(

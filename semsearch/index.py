@@ -304,7 +304,6 @@ class Index:
             if stored is not None and not force:  # the model variant that built it goes on
                 embedder = embedder.variant_for(stored[0])
             replaced = ""
-            probe = None
             if stored is not None and stored[0] != embedder.model_id:
                 # a model chosen by name (`index --model`, config `model`) replaces the index's
                 if not force and not self._chooses_model:
@@ -312,15 +311,9 @@ class Index:
                 _check_switch_covers(store, chosen, embedder.model_id)
                 # the new model must run (its file's checksum, its outputs) before the vectors
                 # it replaces are gone: a model that cannot would leave the index with none
-                probe = embedder.embed(["semsearch"])
+                embedder.embed(["semsearch"])
                 store.clear_chunks()
                 replaced = stored[0]
-            elif stored is None and self._chooses_model:  # a new index, by a model chosen
-                probe = embedder.embed(["semsearch"])
-            if probe is not None:
-                # the index is the chosen model's from here, before its first vector: a run
-                # stopped before then resumes with it, not with the default
-                store.set_model(embedder.model_id, int(probe.shape[1]))
             _absorb(store, chosen)
             indexer = Indexer(store, embedder, self._indexer_settings(), on_event)
             reports: list[FolderReport] = []

@@ -346,9 +346,9 @@ def start_gated_run(root: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], 
     return child, go
 
 
-def probed(settings: Settings) -> int:
-    """Chunks embedded in the first pass of a fresh index: LanceDB needs the dimension first."""
-    return 1 if settings.store_backend == "lancedb" else 0
+# Chunks embedded in the first pass of a fresh index: one, to record the model and its
+# dimension before the first chunks are written (LanceDB's schema; a stopped run's resume).
+PROBED = 1
 
 
 def notes(count: int) -> dict[str, str]:
@@ -363,13 +363,13 @@ def test_a_search_during_an_index_run_finds_every_file_read_by_its_words(
     reader = Index(settings, embedder=HashEmbedder())
     try:
         status = reader.status(count_changes=False)
-        waiting = 12 - probed(settings)
+        waiting = 12 - PROBED
         assert (status.files, status.chunks, status.chunks_pending) == (12, 12, waiting)
         for i in range(12):
             assert f"n{i:02}.md" in rels(reader, f"word{i}unique")  # hybrid, by its lexical arms
             hits = reader.search(f"word{i}unique", mode="bm25")
             assert [hit.rel for hit in hits] == [f"n{i:02}.md"]
-        assert len(reader.search("topic", mode="vector", k=20)) == probed(settings)
+        assert len(reader.search("topic", mode="vector", k=20)) == PROBED
     finally:
         go.touch()
         out, _ = child.communicate(timeout=120)
@@ -390,7 +390,7 @@ def test_a_run_killed_before_its_vectors_resumes_embedding_only_what_is_missing(
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         conn.close()
     index = Index(settings, embedder=embedder)
-    waiting = 12 - probed(settings)
+    waiting = 12 - PROBED
     assert index.status(count_changes=False).chunks_pending == waiting
     report = index.update([root])
     assert (report.folders[0].indexed, report.folders[0].unchanged) == (0, 12)
@@ -419,7 +419,7 @@ def test_index_path_embeds_only_that_folder_s_pending_chunks(
         stopped.update([a])
     stopped.close()
     index = Index(settings, embedder=embedder)
-    waiting = 3 - probed(settings)
+    waiting = 3 - PROBED
     assert (index.pending_work([b]), index.pending_work([a])) == (1, waiting + 3)  # + 3 paths
     report = index.update([b])
     assert (report.chunks_embedded, report.chunks_pending, embedder.embedded) == (1, 0, 1)
@@ -593,7 +593,7 @@ def test_the_second_pass_reports_each_batch_after_every_file_event(
     assert [(e.action, e.done, e.total) for e in events[:3]] == [
         ("indexed", n, 3) for n in (1, 2, 3)
     ]
-    chunks = 3 - probed(settings)  # waiting for their vector: the pass also makes 3 path vectors
+    chunks = 3 - PROBED  # waiting for their vector: the pass also makes 3 path vectors
     start, *batches = events[3:]
     assert (start.folder, start.action, start.done, start.total) == (
         "vectors",

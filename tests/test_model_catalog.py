@@ -232,7 +232,7 @@ def test_choosing_a_model_embeds_the_index_again_and_search_follows_it(
 
 @pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
 @pytest.mark.parametrize("first", ["built-in", "none"])
-def test_a_chosen_model_stopped_before_its_first_vector_is_the_one_a_resume_uses(
+def test_a_chosen_model_stopped_before_its_second_pass_is_the_one_a_resume_uses(
     installed: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -240,13 +240,16 @@ def test_a_chosen_model_stopped_before_its_first_vector_is_the_one_a_resume_uses
     backend: str,
     first: str,
 ) -> None:
-    """``index --model`` stopped (Ctrl-C) after its chunks are written, before any vector: the
-    index records the chosen model, so a plain ``index`` (no model named, as the message says)
-    finishes with it, not with the default, over an index built before or over none."""
+    """``index --model`` stopped (Ctrl-C) after its chunks are written, before its second pass:
+    the index records the chosen model, so a plain ``index`` (no model named, as the message
+    says) finishes with it, not with the default, over an index built before or over none."""
     monkeypatch.setenv("SS_STORE_BACKEND", backend)
     project = write_tree(
         tmp_path / "project",
-        {"retry.py": "def retry_with_backoff(call, attempts=5):\n    pass\n"},
+        {
+            "retry.py": "def retry_with_backoff(call, attempts=5):\n    pass\n",
+            "colors.py": "def detect_truecolor(env):\n    return env.get('COLORTERM')\n",
+        },
     )
     assert run(capsys, "add", str(project))[0] == 0
     if first == "built-in":

@@ -289,10 +289,12 @@ class Indexer:
             )
 
     def _ensure_model(self, text: str) -> None:
-        """Record the model before the first chunks are written if the store needs it (LanceDB:
-        the dimension is in its schema). One chunk is embedded to learn it, and keeps its vector.
-        """
-        if self._has_model or not self._store.needs_model_first:
+        """Record the model before the first chunks are written: LanceDB's schema holds the
+        dimension, and a run stopped before its second pass (Ctrl-C, a full disk) must resume
+        with the model it began with, not with whatever the next run would pick for an index
+        that names none (`index --model X` stopped, then a plain `index`: the default). One
+        chunk is embedded to learn the dimension, and keeps its vector."""
+        if self._has_model:
             return
         stored = self._store.model()
         if stored is None or stored[0] != self._embedder.model_id:

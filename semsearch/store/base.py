@@ -281,8 +281,6 @@ class Store(Protocol):
     reused. Every write may raise ``StoreError`` when the index cannot be written.
     """
 
-    needs_model_first: bool  # chunks can be written only after set_model (LanceDB's schema)
-
     @property
     def upgrade_pending(self) -> bool:
         """Opened as it is, read-only, because upgrading it to this version failed for want of

@@ -305,7 +305,6 @@ class LanceStore(VectorColumns, PathVectors, DistinctTexts):
     missing or unreadable.
     """
 
-    needs_model_first = True  # the chunks table's schema holds the vector dimension
     upgrade_pending = False  # LanceDB tables are upgraded by index runs only
     _names: set[str] | None = None
     _absent: set[str]  # on object storage: tables found missing since the last sync

@@ -174,8 +174,6 @@ class SqliteStore:
     Every public method raises ``IndexDamagedError`` when it meets a damaged page or row.
     """
 
-    needs_model_first = False  # chunks without vectors need no dimension
-
     def __init__(self, path: Path, *, create: bool = False, pack_rows: int = PACK_ROWS) -> None:
         self.path = path
         self.pack_rows = pack_rows  # chunks a vector block (sqlite.blocks)

@@ -25,6 +25,7 @@ from semsearch.model.catalog import (
     chosen_model_hint,
     find_model,
     installed_models,
+    mismatch_hints,
     missing_model_hint,
 )
 from semsearch.model.embedder import OnnxEmbedder
@@ -158,20 +159,24 @@ def test_a_model_package_pools_and_prefixes_as_it_declares(installed: Path) -> N
 def test_a_mismatch_names_what_to_install(installed: Path) -> None:
     package = find_model(NAME)
     assert package is not None
-    assert missing_model_hint(package.model_id) == ""  # installed: nothing to add
+    models, _ = installed_models()
+    assert missing_model_hint(package.model_id, models) == ""  # installed: nothing to add
     for variant in VARIANTS.values():
-        assert missing_model_hint(variant.model_id) == ""
-    other_build = missing_model_hint(f"{NAME}@{'0' * 16}")
+        assert missing_model_hint(variant.model_id, models) == ""
+    other_build = missing_model_hint(f"{NAME}@{'0' * 16}", models)
     assert "holds another version of it" in other_build and f"--model {NAME}" in other_build
     assert "If e5-small is a model package, install it" in missing_model_hint(
-        "e5-small@0123456789abcdef"
+        "e5-small@0123456789abcdef", models
     )
     # chosen by name over an index whose model is at hand: unchoosing it is the way back
     int8, fp32 = VARIANTS["int8"].model_id, VARIANTS["fp32"].model_id
-    assert chosen_model_hint(int8, fp32) == ""  # two builds of one model: no choice by name
-    assert "unset SS_MODEL" in chosen_model_hint(package.model_id, int8)
-    assert "To search it with all-MiniLM-L6-v2," in chosen_model_hint(fp32, package.model_id)
-    assert chosen_model_hint("e5-small@0123456789abcdef", int8) == ""  # not installed
+    assert chosen_model_hint(int8, fp32, models) == ""  # two builds of one model: no choice
+    assert "unset SS_MODEL" in chosen_model_hint(package.model_id, int8, models)
+    assert "To search it with all-MiniLM-L6-v2," in chosen_model_hint(
+        fp32, package.model_id, models
+    )
+    assert chosen_model_hint("e5-small@0123456789abcdef", int8, models) == ""  # not installed
+    assert mismatch_hints(f"{NAME}@{'0' * 16}", int8) == other_build  # both, the packages once
 
 
 def test_cls_pooling_takes_the_first_token_state() -> None:

@@ -117,15 +117,12 @@ def mismatch_hints(stored_id: str, current_id: str) -> str:
     return missing_model_hint(stored_id, models) + chosen_model_hint(stored_id, current_id, models)
 
 
-def missing_model_hint(model_id: str, models: list[ModelPackage] | None = None) -> str:
+def missing_model_hint(model_id: str, models: list[ModelPackage]) -> str:
     """A sentence to add to a model mismatch: the index's model is a package's that is not
-    installed here (empty when it is installed, built in, or not a package's). ``models``: the
-    installed ones, when read already."""
+    among the installed ``models`` (empty when it is installed, built in, or not a package's)."""
     if model_id in BUILT_IN_IDS:
         return ""
     name = model_name_of(model_id)
-    if models is None:
-        models, _ = installed_models()
     if any(m.model_id == model_id for m in models):
         return ""
     if any(m.name == name for m in models):
@@ -140,21 +137,16 @@ def missing_model_hint(model_id: str, models: list[ModelPackage] | None = None) 
     )
 
 
-def chosen_model_hint(
-    stored_id: str, current_id: str, models: list[ModelPackage] | None = None
-) -> str:
+def chosen_model_hint(stored_id: str, current_id: str, models: list[ModelPackage]) -> str:
     """A sentence to add to a model mismatch when another model than the index's was chosen
     (``SS_MODEL``, the config key ``model``) and the index's own is at hand: with none chosen,
     search follows it. Empty for another build of the same model and for a model not installed
-    (:func:`missing_model_hint` says what to install). ``models``: as there."""
+    (:func:`missing_model_hint` says what to install). ``models``: the installed ones."""
     stored = _family(stored_id)
     if stored == _family(current_id):
         return ""
-    if stored_id not in BUILT_IN_IDS:
-        if models is None:
-            models, _ = installed_models()
-        if all(m.model_id != stored_id for m in models):
-            return ""
+    if stored_id not in BUILT_IN_IDS and all(m.model_id != stored_id for m in models):
+        return ""
     return (
         f" To search it with {stored}, the model it was built with, unset SS_MODEL and the "
         "config key `model` (and `modelDir`): with no model chosen, search follows the index's."

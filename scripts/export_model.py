@@ -10,7 +10,7 @@ OUT receives ``model.onnx`` (token states, ``last_hidden_state``, from ``input_i
 ``attention_mask`` and, when the model's tokenizer makes them, ``token_type_ids``) and a copy of
 ``tokenizer.json``. The file is checked against the model in torch on a padded batch of texts
 of several lengths before the script says it is done; a difference on a real token above 1e-4
-is an error (exit 1) and OUT keeps no ``model.onnx``.
+is an error (exit 1) and no ``model.onnx`` is written (one already in OUT stays as it was).
 
 Nothing here runs at search time: the wheel model_wheel.py writes carries the exported file,
 pinned by its sha256.
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.out) as scratch:
         fp32 = Path(scratch) / "model.onnx"
         torch.onnx.export(
-            _ByName(model, inputs, torch),
+            _by_name(model, inputs, torch),
             tuple(feed.values()),
             str(fp32),
             input_names=inputs,
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ByName(model: Any, names: list[str], torch: Any) -> Any:
+def _by_name(model: Any, names: list[str], torch: Any) -> Any:
     """``model`` as a module that takes ``names`` in that order and gives its token states: a
     model's own ``forward`` takes other arguments between them (BERT's third is not
     ``token_type_ids`` in every release of transformers)."""

@@ -91,6 +91,7 @@ from semsearch.store import (
     Folder,
     IndexCheck,
     LockHolder,
+    SqliteStore,
     Store,
     check_index,
     has_index,
@@ -99,6 +100,7 @@ from semsearch.store import (
     set_aside,
     write_lock,
 )
+from semsearch.store.sqlite.switch import drop_next, left_model, open_next, switch
 from semsearch.text.chunking import ChunkSettings
 
 logger = logging.getLogger("semsearch.index")
@@ -288,7 +290,10 @@ class Index:
     ) -> IndexReport:
         """Index folders (default: the configured ones) incrementally; one writer at a time.
         The second pass embeds the chunks and paths of these folders that wait for a vector
-        (another folder's wait for its own run).
+        (another folder's wait for its own run). Another model than the index's (chosen by
+        name, or left by a stopped change) embeds every file again: on SQLite into a new index
+        beside it, copied in once whole (:mod:`semsearch.store.sqlite.switch`); on LanceDB in
+        place.
 
         ``on_wait`` hears at once, with the holder, when another run holds the writer lock.
         """
@@ -301,32 +306,46 @@ class Index:
             store.sync()  # what another writer committed while this one waited
             stored = store.model()
             embedder = self.embedder
+            resumed = None  # the model of a change a stopped run left beside the index
             if stored is not None and not force:  # the model variant that built it goes on
                 embedder = embedder.variant_for(stored[0])
+                resumed = self._resumed_model(store, embedder)
+                embedder = resumed or embedder
             replaced = ""
+            target = store  # the store this run writes: the index, or its next one
             if stored is not None and stored[0] != embedder.model_id:
                 # a model chosen by name (`index --model`, config `model`) replaces the index's
-                if not force and not self._chooses_model:
+                if not force and not self._chooses_model and resumed is None:
                     check_model(store, embedder, stored)  # raises: another model's vectors
                 _check_switch_covers(store, chosen, embedder.model_id)
                 # the new model must run (its file's checksum, its outputs) before the vectors
                 # it replaces are gone: a model that cannot would leave the index with none
                 embedder.embed(["semsearch"])
-                store.clear_chunks()
+                if isinstance(store, SqliteStore):  # built beside it, searched meanwhile
+                    folders = {os.path.realpath(root) for root in chosen}
+                    target = open_next(store, embedder.model_id, folders)
+                else:
+                    store.clear_chunks()
                 replaced = stored[0]
-            _absorb(store, chosen)
-            indexer = Indexer(store, embedder, self._indexer_settings(), on_event)
-            reports: list[FolderReport] = []
-            for root in chosen:
-                left = None if max_files is None else max_files - sum(r.processed for r in reports)
-                if left is not None and left <= 0:
-                    reports.append(FolderReport(str(root), root.name, "", truncated=True))
-                    continue
-                reports.append(indexer.index_folder(root, force=force, max_files=left))
-            owned = self._folder_ids(chosen)  # another folder's pending chunks wait for its run
-            indexer.embed_pending(owned)
-            store.maintain()
-            pending = store.pending_count(owned)
+            elif isinstance(store, SqliteStore):
+                drop_next(store.path)  # a change a stopped run left, given up for this model
+            next_model = ""
+            try:
+                reports, indexer, pending = self._index_into(
+                    target, embedder, chosen, force, max_files, on_event
+                )
+                if target is not store:
+                    assert isinstance(store, SqliteStore) and isinstance(target, SqliteStore)
+                    if pending or any(r.failed or r.truncated for r in reports):
+                        # the index keeps its model and vectors until the next one is whole
+                        next_model, replaced = embedder.model_id, ""
+                    else:
+                        switch(store, target)
+                        self._forget_store()
+                        self._open(create=True).maintain()
+            finally:
+                if target is not store:
+                    target.close()
         seconds = time.monotonic() - started
         return IndexReport(
             tuple(reports),
@@ -334,9 +353,48 @@ class Index:
             indexer.embedded,
             pending,
             indexer.paths_embedded,
-            model=embedder.model_id,
+            model=stored[0] if next_model and stored else embedder.model_id,
             replaced_model=replaced,
+            next_model=next_model,
         )
+
+    def _resumed_model(self, store: Store, embedder: Embedder) -> Embedder | None:
+        """The embedder of the model a stopped change left building beside the index (SQLite),
+        when the settings name no model and that one is installed; else None."""
+        if self._chooses_model or not isinstance(store, SqliteStore):
+            return None
+        left = left_model(store.path)
+        if left is None or left == embedder.model_id:
+            return None
+        resumed = self.embedder.variant_for(left)
+        return resumed if resumed.model_id == left else None
+
+    def _index_into(
+        self,
+        store: Store,
+        embedder: Embedder,
+        chosen: Sequence[Path],
+        force: bool,
+        max_files: int | None,
+        on_event: Callable[[FileEvent], None] | None,
+    ) -> tuple[list[FolderReport], Indexer, int]:
+        """Index the chosen folders into ``store``, then embed what waits in them: (the
+        folders' reports, the indexer, the chunks still waiting)."""
+        _absorb(store, chosen)
+        indexer = Indexer(store, embedder, self._indexer_settings(), on_event)
+        reports: list[FolderReport] = []
+        for root in chosen:
+            left = None if max_files is None else max_files - sum(r.processed for r in reports)
+            if left is not None and left <= 0:
+                reports.append(FolderReport(str(root), root.name, "", truncated=True))
+                continue
+            reports.append(indexer.index_folder(root, force=force, max_files=left))
+        # another folder's pending chunks wait for its run
+        wanted = {os.path.realpath(root) for root in chosen}
+        owned = [f.id for f in store.folders() if os.path.realpath(f.path) in wanted]
+        indexer.embed_pending(owned)
+        store.maintain()
+        return reports, indexer, store.pending_count(owned)
 
     @property
     def _chooses_model(self) -> bool:
@@ -870,7 +928,8 @@ class Index:
             return Status(path, False, 0, None, tuple(rows))
         store = self._open()
         size, model, pending = store.size_bytes(), store.model(), store.pending_count()
-        return Status(path, True, size, model, tuple(rows), pending)
+        following = left_model(store.path) if isinstance(store, SqliteStore) else None
+        return Status(path, True, size, model, tuple(rows), pending, following)
 
     def _folder_status(self, info: FolderInfo, folder: Folder) -> FolderStatus:
         return FolderStatus(info, True, *self._compare(folder))

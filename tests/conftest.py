@@ -222,3 +222,12 @@ def make_immutable(path: Path) -> None:
     )
     if result.returncode != 0:
         pytest.fail(f"chattr +i {path} failed: {result.stderr.strip()}")
+
+
+@pytest.fixture
+def mount_points() -> Iterator[list[Path]]:
+    """Mount points to unmount (lazily) after the test, last first."""
+    points: list[Path] = []
+    yield points
+    for point in reversed(points):
+        subprocess.run(["umount", "-l", str(point)], check=False, capture_output=True)

@@ -18,7 +18,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from semsearch.config import load_settings
 from semsearch.errors import ModelError
+from semsearch.index import Index
 from semsearch.indexing.pipeline import Indexer
 from semsearch.model.builds import VARIANTS, default_model_file, packaged_tokenizer
 from semsearch.model.catalog import (
@@ -30,8 +32,17 @@ from semsearch.model.catalog import (
 )
 from semsearch.model.embedder import OnnxEmbedder
 from semsearch.model.run import pool_and_normalise
+from semsearch.store.sqlite.store import SqliteStore
+from semsearch.store.sqlite.switch import next_path
 from tests.conftest import write_tree
 from tests.test_cli import run
+from tests.test_robustness import (
+    LOREM,
+    capped_folder,
+    error_lines,
+    fill_disk,
+    integrity,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "minilm-cls"  # all-MiniLM-L6-v2's fp32 file, pooled on [CLS], queries prefixed
@@ -246,8 +257,10 @@ def test_a_chosen_model_stopped_before_its_second_pass_is_the_one_a_resume_uses(
     first: str,
 ) -> None:
     """``index --model`` stopped (Ctrl-C) after its chunks are written, before its second pass:
-    the index records the chosen model, so a plain ``index`` (no model named, as the message
-    says) finishes with it, not with the default, over an index built before or over none."""
+    a plain ``index`` (no model named, as the message says) finishes with the chosen model, not
+    with the default, over an index built before or over none. Over one built before, SQLite
+    builds the new model's index beside it: the index keeps its model and every vector until
+    then; LanceDB records the chosen model at once."""
     monkeypatch.setenv("SS_STORE_BACKEND", backend)
     project = write_tree(
         tmp_path / "project",
@@ -268,12 +281,92 @@ def test_a_chosen_model_stopped_before_its_second_pass_is_the_one_a_resume_uses(
         code, _, err = run(capsys, "index", "--model", NAME)
     assert code == 130 and "run again to resume" in err
     status = json.loads(run(capsys, "status", "--json")[1])
-    assert status["model"]["id"].startswith(f"{NAME}@") and status["chunksPending"] == 1
+    if first == "built-in" and backend == "sqlite":
+        assert next_path(load_settings(os.environ).store_path).exists()
+        assert status["model"]["id"] in {v.model_id for v in VARIANTS.values()}
+        assert status["chunksPending"] == 0
+        code, out, _ = run(capsys, "search", "terminal colours", "--mode", "vector", "--json")
+        assert code == 0 and json.loads(out)["results"][0]["relPath"] == "colors.py"
+    else:
+        assert status["model"]["id"].startswith(f"{NAME}@") and status["chunksPending"] == 1
 
     code, out, _ = run(capsys, "index", "--json")
     resumed = json.loads(out)
-    assert code == 0 and resumed["model"] == status["model"]["id"]
+    assert code == 0 and resumed["model"].startswith(f"{NAME}@")
     assert resumed["chunksEmbedded"] == 1 and resumed["chunksPending"] == 0
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["model"]["id"] == resumed["model"] and status["chunksPending"] == 0
+    assert not list(load_settings(os.environ).store_path.parent.glob("*.next*"))
+
+
+def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
+    installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite: ``index --model`` stopped by ``--max-files`` leaves the index its old model and
+    vectors (the summary says so); the next run finishes the new model's index and copies it
+    in; a change stopped and then given up (``--model`` of the index's own) leaves no file."""
+    project = write_tree(
+        tmp_path / "project",
+        {
+            "retry.py": "def retry_with_backoff(call, attempts=5):\n    pass\n",
+            "colors.py": "def detect_truecolor(env):\n    return env.get('COLORTERM')\n",
+            "notes.md": "# Holidays\n\nThe office closes in the last week of December.\n",
+        },
+    )
+    assert run(capsys, "add", str(project))[0] == 0
+    code, out, _ = run(capsys, "index", "--json")
+    old = json.loads(out)["model"]
+    beside = next_path(load_settings(os.environ).store_path)
+
+    code, out, _ = run(capsys, "index", "--model", NAME, "--max-files", "2")
+    assert code == 0 and f"model {NAME}@" in out and f"will replace {old}" in out
+    assert beside.exists()
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["model"]["id"] == old and status["files"] == 3 and status["chunksPending"] == 0
+    assert status["nextModel"].startswith(f"{NAME}@")
+    assert f"next model    {NAME}@" in run(capsys, "status")[1]
+    code, out, _ = run(capsys, "search", "office holidays", "--mode", "vector", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["relPath"] == "notes.md"
+
+    code, out, _ = run(capsys, "index", "--json")  # no model named: the change goes on
+    done = json.loads(out)
+    assert code == 0 and done["model"].startswith(f"{NAME}@") and done["replacedModel"] == old
+    assert done["filesIndexed"] == 1 and done["nextModel"] is None and not beside.exists()
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["model"]["id"] == done["model"] and status["files"] == 3
+    assert status["nextModel"] is None and "next model" not in run(capsys, "status")[1]
+
+    code, out, _ = run(capsys, "index", "--model", "all-MiniLM-L6-v2", "--max-files", "1")
+    assert code == 0 and beside.exists()
+    code, out, _ = run(capsys, "index", "--model", NAME, "--json")  # given up
+    assert code == 0 and json.loads(out)["filesIndexed"] == 0 and not beside.exists()
+
+
+def test_a_reader_open_across_a_change_of_model_reads_the_new_index_whole(
+    installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long-lived reader (the MCP server's index) that read the vectors before another
+    process changed the model answers after it as a new reader does: none of the old vectors
+    stays (the new index's chunk ids are above the old one's)."""
+    files = {
+        f"m{i}.py": f"def handler_{i}(event):\n    return event.kind == {i}\n" for i in range(6)
+    }
+    files["colors.py"] = "def detect_truecolor(env):\n    return env.get('COLORTERM')\n"
+    project = write_tree(tmp_path / "project", files)
+    assert run(capsys, "add", str(project))[0] == 0
+    assert run(capsys, "index")[0] == 0
+    reader = Index(load_settings(os.environ))
+    query = "terminal colour support"
+    before = [(h.rel, h.score) for h in reader.search(query, mode="vector", k=10)]
+
+    assert run(capsys, "index", "--model", NAME)[0] == 0
+    after = [(h.rel, h.score) for h in reader.search(query, mode="vector", k=10)]
+    fresh = [
+        (h.rel, h.score)
+        for h in Index(load_settings(os.environ)).search(query, mode="vector", k=10)
+    ]
+    assert after == fresh and after != before
+    assert after[0][0] == "colors.py" and len(after) == len(files)
 
 
 def test_searching_with_another_model_or_without_its_package_is_a_clear_error(
@@ -534,3 +627,52 @@ def test_a_model_that_cannot_run_leaves_the_index_as_it_was(
     assert after["model"] == before["model"] and after == before
     code, out, _ = run(capsys, "search", "header parsing", "--mode", "vector", "--json")
     assert code == 0 and json.loads(out)["results"][0]["relPath"] == "a.py"
+
+
+def test_a_change_of_model_that_finds_no_room_to_copy_keeps_the_old_index_whole(
+    installed: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    mount_points: list[Path],
+) -> None:
+    """SQLite: the disk fills up (a real tmpfs, filled just before the copy) when the new
+    model's index is whole beside the index: the run says so in one line, the old index keeps
+    its model, every vector and its integrity, and once there is room a plain run copies the
+    new one in without embedding anything again."""
+    cap = capped_folder(tmp_path / "cap", "8m", mount_points)
+    db = cap / "index.db"
+    monkeypatch.setenv("SS_INDEX_PATH", str(db))
+    notes = {f"n{i:02d}.md": f"Note {i}: " + LOREM * 4 for i in range(60)}
+    project = write_tree(tmp_path / "project", {**notes, "last.md": "The heron came back.\n"})
+    assert run(capsys, "add", str(project))[0] == 0
+    assert run(capsys, "index")[0] == 0
+    old = json.loads(run(capsys, "status", "--json")[1])
+    fillers: list[Path] = []
+
+    copy = SqliteStore.replace_with
+
+    def fill_then_copy(index: SqliteStore, built: SqliteStore) -> None:
+        fillers.append(fill_disk(cap, leave=64 * 1024))  # a copy needs ~450 KB
+        copy(index, built)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SqliteStore, "replace_with", fill_then_copy)
+        code, _, err = run(capsys, "index", "--model", NAME)
+    assert code == 1 and fillers
+    (line,) = error_lines(err)
+    assert f"index {db}: disk full" in line, line
+    assert integrity(db) == "ok" and next_path(db).exists()
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["model"] == old["model"] and status["chunks"] == old["chunks"]
+    assert status["chunksPending"] == 0 and status["nextModel"].startswith(f"{NAME}@")
+    code, out, _ = run(capsys, "search", "heron", "--mode", "vector", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["relPath"] == "last.md"
+
+    fillers[0].unlink()
+    code, out, _ = run(capsys, "index", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["model"].startswith(f"{NAME}@")
+    assert report["filesIndexed"] == 0 and report["chunksEmbedded"] == 0
+    assert integrity(db) == "ok" and not next_path(db).exists()
+    assert json.loads(run(capsys, "status", "--json")[1])["chunks"] == old["chunks"]

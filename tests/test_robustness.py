@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,15 +84,6 @@ def mounted(*command: str) -> None:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         pytest.fail(f"cannot mount here ({' '.join(command)}): {result.stderr.strip()}")
-
-
-@pytest.fixture
-def mount_points() -> Iterator[list[Path]]:
-    """Mount points to unmount (lazily) after the test, last first."""
-    points: list[Path] = []
-    yield points
-    for point in reversed(points):
-        subprocess.run(["umount", "-l", str(point)], check=False, capture_output=True)
 
 
 def capped_folder(path: Path, size: str, points: list[Path]) -> Path:

@@ -160,6 +160,11 @@ def print_report(report: IndexReport) -> None:
             f"model {report.model} replaces {report.replaced_model}: every file was chunked and "
             "embedded again"
         )
+    if report.next_model:
+        print(
+            f"model {report.next_model} will replace {report.model}: its index beside this one "
+            f"is not whole yet; searches use {report.model} until a `semsearch index` finishes it"
+        )
     for number, folder in enumerate(report.folders, start=1):
         print(f"[{number}/{len(report.folders)}] {folder.name}  {folder.path}")
         for warning in folder.warnings:
@@ -277,6 +282,11 @@ def print_status(status: dict[str, Any], as_json: bool = False) -> None:
         shown = f"{model['id']} (dim {model['dim']})" if model else "none yet"
         print(f"index         {path}  ({status['sizeBytes'] / 1e6:.1f} MB)")
         print(f"model         {shown}")
+        if status.get("nextModel"):  # absent from an older server's status
+            print(
+                f"next model    {status['nextModel']}: its index beside this one is not whole "
+                "yet; `semsearch index` finishes it"
+            )
     else:
         print(f"index         {path}  (not created yet: run `semsearch index`)")
     print(f"folders       {len(status['folders'])}")

@@ -24,6 +24,9 @@ class IndexReport:
     paths_embedded: int = 0  # rel paths of code files the model embedded (the path term)
     model: str = ""  # the id of the model the index's vectors come from after the run
     replaced_model: str = ""  # the model whose vectors this run replaced (another was chosen)
+    # the model whose index this run built beside the index and did not finish (SQLite): the
+    # index keeps ``model`` until a run finishes it; ``chunks_pending`` are the next index's
+    next_model: str = ""
 
     @property
     def failed(self) -> bool:
@@ -54,6 +57,7 @@ class IndexReport:
             "pathsEmbedded": self.paths_embedded,
             "model": self.model,
             "replacedModel": self.replaced_model or None,
+            "nextModel": self.next_model or None,
             "errors": sum(len(f.problems) for f in self.folders),
             "truncated": any(f.truncated for f in self.folders),
             "seconds": round(self.seconds, 3),
@@ -121,6 +125,7 @@ class Status:
     model: tuple[str, int] | None
     folders: tuple[FolderStatus, ...]
     chunks_pending: int = 0  # chunks searchable by words but still waiting for their vector
+    next_model: str | None = None  # a change of model a run left unfinished beside the index
 
     @property
     def files(self) -> int:
@@ -150,6 +155,7 @@ class Status:
             "indexExists": self.exists,
             "sizeBytes": self.size_bytes,
             "model": model,
+            "nextModel": self.next_model,
             "files": self.files,
             "skipped": self.skipped,
             "errors": self.errors,

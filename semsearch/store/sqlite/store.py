@@ -58,6 +58,8 @@ On-disk format (schema version 10, ``PRAGMA user_version``)::
 
 WAL mode and a busy timeout let readers (the MCP server) work while an index run writes. Writers
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
+A change of model builds the new model's index in `<index>.next` beside it, then copies it in
+whole (semsearch.store.sqlite.switch).
 New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
 one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
 A zero-byte file is no index yet (``schema.is_index_file``): opening it for an index run creates
@@ -174,8 +176,16 @@ class SqliteStore:
     Every public method raises ``IndexDamagedError`` when it meets a damaged page or row.
     """
 
-    def __init__(self, path: Path, *, create: bool = False, pack_rows: int = PACK_ROWS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        create: bool = False,
+        pack_rows: int = PACK_ROWS,
+        page_size: int = PAGE_SIZE,
+    ) -> None:
         self.path = path
+        self._page_size = page_size  # of a new file (an index of another one's size is copied in)
         self.pack_rows = pack_rows  # chunks a vector block (sqlite.blocks)
         self._unpacked = 0  # vectors written by this store since it last packed
         # Why an index that needs an upgrade was opened as it is (a full disk), else None.
@@ -221,7 +231,7 @@ class SqliteStore:
             return
         if version == 0:
             # Before the first table: free pages go back to the file system (see maintain).
-            self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            self._conn.execute(f"PRAGMA page_size={self._page_size}")
             self._conn.execute(f"PRAGMA auto_vacuum={AUTO_VACUUM_INCREMENTAL}")
             self._conn.execute("PRAGMA journal_mode=WAL")
         try:
@@ -645,6 +655,70 @@ class SqliteStore:
             delete_files_where(conn, "1", ())
             drop_blocks(conn)
             conn.execute("DELETE FROM meta WHERE key IN ('model_id', 'dim')")
+
+    def page_size(self) -> int:
+        """Bytes a page of the file (an index is copied only into a file of its page size)."""
+        return int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+
+    def last_chunk_id(self) -> int:
+        """The highest chunk id this file ever gave (ids are never reused), 0 before any."""
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def start_ids_after(self, last: int) -> bool:
+        """Give new chunks ids above ``last`` (another index's :meth:`last_chunk_id`), so that
+        this index copied into that one (:meth:`prepare_copy`) shows its readers no id they knew
+        with other content; False when a chunk here already has an id up to ``last``."""
+        (lowest,) = self._conn.execute("SELECT min(id) FROM chunks").fetchone()
+        if lowest is not None and lowest <= last:
+            return False
+        if self.last_chunk_id() < last:
+            with self._write() as conn:
+                conn.execute("DELETE FROM sqlite_sequence WHERE name = 'chunks'")
+                conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('chunks', ?)", (last,))
+        return True
+
+    def prepare_copy(self, into: SqliteStore) -> None:
+        """Ready this index to be copied over ``into`` (``into.replace_with(self)``): its chunk
+        ids above every id ``into`` gave (:meth:`start_ids_after`), its generation and pack
+        epoch past both files' (a reader of ``into`` then drops what it read of it: vectors,
+        blocks, file rows, instead of adding to them), its write-ahead log in its file (the
+        copy then needs room for one more copy of it only)."""
+        if not self.start_ids_after(into.last_chunk_id()):
+            raise StoreError(f"{self.path} reuses chunk ids of {into.path}: not copied")
+        numbers = {
+            key: max(read_int_meta(self._conn, key), read_int_meta(into._conn, key)) + 1
+            for key in ("generation", "pack_epoch")
+        }
+        with self._write():  # which bumps the generation once more
+            for key, value in numbers.items():
+                self._set_meta(key, str(value))
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            raise write_error(self.path, exc) from exc
+
+    def replace_with(self, source: SqliteStore) -> None:
+        """Make this index a copy of ``source`` in one write transaction (SQLite's online
+        backup): a reader sees the index before or after, never part of either. The caller
+        holds the write lock; ``source`` has the same page size, was readied by
+        :meth:`prepare_copy` and is not written meanwhile."""
+        if self._upgrade_failure is not None:
+            raise DiskFullError(self._upgrade_failure)
+        if self.read_only:
+            raise ReadOnlyError(read_only_message(self.path))
+        try:
+            source._conn.backup(self._conn)
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            if is_write_failure(exc, self.path):  # the copy rolled back: the index is as it was
+                raise write_error(self.path, exc) from exc
+            raise
+        self._refs = (-1, {})
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
     def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""

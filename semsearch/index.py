@@ -327,9 +327,13 @@ class Index:
                 else:
                     store.clear_chunks()
                 replaced = stored[0]
-            elif isinstance(store, SqliteStore):
-                drop_next(store.path)  # a change a stopped run left, given up for this model
             next_model = ""
+            if target is store and isinstance(store, SqliteStore):
+                left = None if stored is None or self._chooses_model else left_model(store.path)
+                if left is None or left == embedder.model_id or force:
+                    drop_next(store.path)  # none, or a change given up for this model
+                else:  # a change to a model not installed here: kept for a run that has it
+                    next_model = left
             try:
                 reports, indexer, pending = self._index_into(
                     target, embedder, chosen, force, max_files, on_event

@@ -303,8 +303,9 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SQLite: ``index --model`` stopped by ``--max-files`` leaves the index its old model and
-    vectors (the summary says so); the next run finishes the new model's index and copies it
-    in; a change stopped and then given up (``--model`` of the index's own) leaves no file."""
+    vectors (the summary says so); a run where that model is not installed keeps it; the next
+    run that has it finishes the new model's index and copies it in; a change stopped and then
+    given up (``--model`` of the index's own) leaves no file."""
     project = write_tree(
         tmp_path / "project",
         {
@@ -327,6 +328,13 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     assert f"next model    {NAME}@" in run(capsys, "status")[1]
     code, out, _ = run(capsys, "search", "office holidays", "--mode", "vector", "--json")
     assert code == 0 and json.loads(out)["results"][0]["relPath"] == "notes.md"
+
+    sys.path.remove(str(installed))  # without its package here the change waits, kept
+    code, out, _ = run(capsys, "index", "--json")
+    waiting = json.loads(out)
+    assert code == 0 and waiting["model"] == old and waiting["nextModel"].startswith(f"{NAME}@")
+    assert beside.exists() and "(`--model all-MiniLM-L6-v2` gives it up)" in run(capsys, "index")[1]
+    sys.path.insert(0, str(installed))
 
     code, out, _ = run(capsys, "index", "--json")  # no model named: the change goes on
     done = json.loads(out)

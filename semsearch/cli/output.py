@@ -163,7 +163,8 @@ def print_report(report: IndexReport) -> None:
     if report.next_model:
         print(
             f"model {report.next_model} will replace {report.model}: its index beside this one "
-            f"is not whole yet; searches use {report.model} until a `semsearch index` finishes it"
+            f"is not whole yet; searches use {report.model} until `semsearch index` finishes it "
+            f"with that model installed (`--model {report.model_name}` gives it up)"
         )
     for number, folder in enumerate(report.folders, start=1):
         print(f"[{number}/{len(report.folders)}] {folder.name}  {folder.path}")

@@ -10,6 +10,7 @@ from typing import Any
 from semsearch.config import Location
 from semsearch.files.folders import FolderInfo
 from semsearch.indexing.pipeline import FolderReport
+from semsearch.model.catalog import model_family
 from semsearch.store.base import IndexCheck
 
 
@@ -27,6 +28,11 @@ class IndexReport:
     # the model whose index this run built beside the index and did not finish (SQLite): the
     # index keeps ``model`` until a run finishes it; ``chunks_pending`` are the next index's
     next_model: str = ""
+
+    @property
+    def model_name(self) -> str:
+        """The name ``--model`` takes for ``model`` (its builds named as one)."""
+        return model_family(self.model)
 
     @property
     def failed(self) -> bool:

@@ -142,8 +142,8 @@ def chosen_model_hint(stored_id: str, current_id: str, models: list[ModelPackage
     (``SS_MODEL``, the config key ``model``) and the index's own is at hand: with none chosen,
     search follows it. Empty for another build of the same model and for a model not installed
     (:func:`missing_model_hint` says what to install). ``models``: the installed ones."""
-    stored = _family(stored_id)
-    if stored == _family(current_id):
+    stored = model_family(stored_id)
+    if stored == model_family(current_id):
         return ""
     if stored_id not in BUILT_IN_IDS and all(m.model_id != stored_id for m in models):
         return ""
@@ -153,7 +153,7 @@ def chosen_model_hint(stored_id: str, current_id: str, models: list[ModelPackage
     )
 
 
-def _family(model_id: str) -> str:
+def model_family(model_id: str) -> str:
     """The model's name in an index's model id, the built-in model's builds named as one."""
     return BUILT_IN if model_id in BUILT_IN_IDS else model_name_of(model_id)
 

@@ -34,7 +34,7 @@ from semsearch.model.embedder import OnnxEmbedder
 from semsearch.model.run import pool_and_normalise
 from semsearch.store.sqlite.store import SqliteStore
 from semsearch.store.sqlite.switch import next_path
-from tests.conftest import write_tree
+from tests.conftest import make_immutable, write_tree
 from tests.test_cli import run
 from tests.test_robustness import (
     LOREM,
@@ -684,3 +684,28 @@ def test_a_change_of_model_that_finds_no_room_to_copy_keeps_the_old_index_whole(
     assert report["filesIndexed"] == 0 and report["chunksEmbedded"] == 0
     assert integrity(db) == "ok" and not next_path(db).exists()
     assert json.loads(run(capsys, "status", "--json")[1])["chunks"] == old["chunks"]
+
+
+def test_a_next_index_that_cannot_be_removed_is_named(
+    installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Giving a change up removes the next index; when the file cannot go (immutable, even to
+    root), the run stops before writing anything and names it."""
+    project = write_tree(
+        tmp_path / "project",
+        {"a.py": "def parse_header(line):\n    pass\n", "b.py": "def emit(x):\n    pass\n"},
+    )
+    assert run(capsys, "add", str(project))[0] == 0
+    assert run(capsys, "index")[0] == 0
+    assert run(capsys, "index", "--model", NAME, "--max-files", "1")[0] == 0
+    beside = next_path(load_settings(os.environ).store_path)
+    before = json.loads(run(capsys, "status", "--json")[1])
+    make_immutable(beside)
+    try:
+        code, _, err = run(capsys, "index", "--model", "all-MiniLM-L6-v2")
+    finally:
+        subprocess.run(["chattr", "-i", str(beside)], check=True)
+    assert code == 1 and f"Cannot remove {beside.name}, a change of model left beside" in err
+    assert "Remove it by hand" in err and "Traceback" not in err
+    assert json.loads(run(capsys, "status", "--json")[1]) == before
+    assert run(capsys, "index", "--model", "all-MiniLM-L6-v2")[0] == 0 and not beside.exists()

@@ -14,7 +14,6 @@ its chunks ids above every id the index ever gave. LanceDB changes its model in 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Collection
 from pathlib import Path
@@ -86,5 +85,12 @@ def drop_next(path: Path) -> None:
     beside = next_path(path)
     # the companions first: a -wal left behind would be read into the next file made there
     for end in (*COMPANIONS, ""):
-        with contextlib.suppress(FileNotFoundError):
+        try:
             beside.with_name(beside.name + end).unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot remove {beside.name}{end}, a change of model left beside the index "
+                f"{path}: {exc.strerror}. Remove it by hand."
+            ) from exc

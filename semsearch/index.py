@@ -128,17 +128,22 @@ def _locked(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def _check_switch_covers(store: Store, chosen: Sequence[Path], model: str) -> None:
-    """Refuse a change of model (``--model``, ``--force``) that would drop the chunks of folders
-    this run does not index: another model's vectors cannot stay beside the new ones."""
+def _uncovered(store: Store, chosen: Sequence[Path]) -> list[str]:
+    """The index's folders with chunks that these folders neither are nor hold."""
     wanted = {os.path.realpath(root) for root in chosen}
-    left = [
+    return [
         f.path
         for f in store.folders()
         if f.chunks
         and os.path.realpath(f.path) not in wanted
         and not any(is_inside(f.path, root) for root in chosen)
     ]
+
+
+def _check_switch_covers(store: Store, chosen: Sequence[Path], model: str) -> None:
+    """Refuse a change of model (``--model``, ``--force``) that would drop the chunks of folders
+    this run does not index: another model's vectors cannot stay beside the new ones."""
+    left = _uncovered(store, chosen)
     if left:
         shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
         raise UsageError(
@@ -309,7 +314,7 @@ class Index:
             resumed = None  # the model of a change a stopped run left beside the index
             if stored is not None and not force:  # the model variant that built it goes on
                 embedder = embedder.variant_for(stored[0])
-                resumed = self._resumed_model(store, embedder)
+                resumed = self._resumed_model(store, embedder, chosen)
                 embedder = resumed or embedder
             replaced = ""
             target = store  # the store this run writes: the index, or its next one
@@ -362,13 +367,17 @@ class Index:
             next_model=next_model,
         )
 
-    def _resumed_model(self, store: Store, embedder: Embedder) -> Embedder | None:
+    def _resumed_model(
+        self, store: Store, embedder: Embedder, chosen: Sequence[Path]
+    ) -> Embedder | None:
         """The embedder of the model a stopped change left building beside the index (SQLite),
-        when the settings name no model and that one is installed; else None."""
+        when the settings name no model, that one is installed and this run indexes every
+        folder of the index (``index PATH`` updates the index with its model meanwhile);
+        else None."""
         if self._chooses_model or not isinstance(store, SqliteStore):
             return None
         left = left_model(store.path)
-        if left is None or left == embedder.model_id:
+        if left is None or left == embedder.model_id or _uncovered(store, chosen):
             return None
         resumed = self.embedder.variant_for(left)
         return resumed if resumed.model_id == left else None

@@ -709,3 +709,31 @@ def test_a_next_index_that_cannot_be_removed_is_named(
     assert "Remove it by hand" in err and "Traceback" not in err
     assert json.loads(run(capsys, "status", "--json")[1]) == before
     assert run(capsys, "index", "--model", "all-MiniLM-L6-v2")[0] == 0 and not beside.exists()
+
+
+def test_indexing_one_folder_during_a_change_of_model_keeps_the_change_waiting(
+    installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``index PATH`` while a change of model waits beside an index of two folders updates
+    that folder with the index's model (the change would drop the other one's chunks) and
+    keeps the change; a run over every folder finishes it."""
+    notes = write_tree(tmp_path / "notes", {"plan.md": "The budget review is on Tuesday."})
+    code = write_tree(
+        tmp_path / "code",
+        {"retry.py": "def retry(call):\n    return call()\n", "b.py": "def emit(x):\n    pass\n"},
+    )
+    assert run(capsys, "add", str(notes), str(code))[0] == 0
+    old = json.loads(run(capsys, "index", "--json")[1])["model"]
+    assert run(capsys, "index", "--model", NAME, "--max-files", "1")[0] == 0
+    write_tree(code, {"new.py": "def added():\n    pass\n"})
+
+    result, out, _ = run(capsys, "index", str(code), "--json")
+    report = json.loads(out)
+    assert result == 0 and report["model"] == old and report["filesIndexed"] == 1
+    assert report["nextModel"].startswith(f"{NAME}@")
+    assert next_path(load_settings(os.environ).store_path).exists()
+
+    result, out, _ = run(capsys, "index", "--json")
+    report = json.loads(out)
+    assert result == 0 and report["model"].startswith(f"{NAME}@") and report["nextModel"] is None
+    assert json.loads(run(capsys, "status", "--json")[1])["files"] == 4

@@ -737,3 +737,4 @@ def test_indexing_one_folder_during_a_change_of_model_keeps_the_change_waiting(
     report = json.loads(out)
     assert result == 0 and report["model"].startswith(f"{NAME}@") and report["nextModel"] is None
     assert json.loads(run(capsys, "status", "--json")[1])["files"] == 4
+    assert report["chunksEmbedded"] == 3  # the cut run's one chunk kept its vector

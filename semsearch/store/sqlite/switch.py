@@ -8,8 +8,9 @@ one transaction, and the file goes. A run stopped before (Ctrl-C, a full disk, `
 leaves it: the next index run for that model goes on where it stopped.
 
 Readers keep what they read by chunk id (:mod:`semsearch.store.exact`), so the next index gives
-its chunks ids above every id the index ever gave. LanceDB changes its model in place
-(``clear_chunks``).
+its chunks ids above every id the index ever gave (``ID_GAP`` above, made sure again before the
+copy: a next index whose ids the index has since reached is made anew). LanceDB changes its
+model in place (``clear_chunks``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from semsearch.errors import StoreError
 from semsearch.store.repair import COMPANIONS
 from semsearch.store.sqlite.schema import is_index_file
 from semsearch.store.sqlite.store import SqliteStore
+
+# The next index's chunk ids start this far above the index's: room for the chunks that runs
+# updating the index with its own model (``index PATH``) write while the change waits.
+ID_GAP = 1 << 32
 
 
 def next_path(path: Path) -> Path:
@@ -68,7 +73,7 @@ def open_next(index: SqliteStore, model_id: str, folders: Collection[str]) -> Sq
             kept.close()
     drop_next(index.path)  # and what a run stopped before its first commit left
     built = SqliteStore(path, create=True, page_size=index.page_size())
-    built.start_ids_after(index.last_chunk_id())
+    built.start_ids_after(index.last_chunk_id() + ID_GAP)
     return built
 
 

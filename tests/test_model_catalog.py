@@ -355,7 +355,8 @@ def test_a_reader_open_across_a_change_of_model_reads_the_new_index_whole(
 ) -> None:
     """A long-lived reader (the MCP server's index) that read the vectors before another
     process changed the model answers after it as a new reader does: none of the old vectors
-    stays (the new index's chunk ids are above the old one's)."""
+    stays (the new index's chunk ids are above the old one's). The write-ahead log that held
+    the copy is given back while the reader is open."""
     files = {
         f"m{i}.py": f"def handler_{i}(event):\n    return event.kind == {i}\n" for i in range(6)
     }
@@ -368,6 +369,8 @@ def test_a_reader_open_across_a_change_of_model_reads_the_new_index_whole(
     before = [(h.rel, h.score) for h in reader.search(query, mode="vector", k=10)]
 
     assert run(capsys, "index", "--model", NAME)[0] == 0
+    db = load_settings(os.environ).store_path  # the copy's log given back, the reader open
+    assert db.with_name(db.name + "-wal").stat().st_size < db.stat().st_size // 4
     after = [(h.rel, h.score) for h in reader.search(query, mode="vector", k=10)]
     fresh = [
         (h.rel, h.score)

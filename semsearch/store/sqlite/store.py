@@ -709,7 +709,9 @@ class SqliteStore:
             raise ReadOnlyError(read_only_message(self.path))
         try:
             source._conn.backup(self._conn)
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            # the log holds the whole copy: into the file, and its space back (this waits for
+            # the reads under way only, not for readers to close)
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.OperationalError as exc:
             if is_write_failure(exc, self.path):  # the copy rolled back: the index is as it was
                 raise write_error(self.path, exc) from exc

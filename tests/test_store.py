@@ -724,3 +724,25 @@ def test_the_place_cache_starts_again_before_a_search_not_during_it() -> None:
     cache.keep_copies(7, [Held("f" * 32, [9], [1])])
     cache.trim()  # 6 of 8: three quarters, so a search begun now starts afresh
     assert not cache.holds_copies
+
+
+def test_an_index_run_gives_the_log_back_while_another_process_reads(tmp_path: Path) -> None:
+    """SQLite keeps its write-ahead log at its largest while another connection has the file
+    open (an MCP server): the end of an index run writes it into the file and truncates it."""
+    db = tmp_path / "index.db"
+    store = SqliteStore(db, create=True)
+    folder = store.ensure_folder("/srv/a", "a")
+    reader = sqlite3.connect(db)  # another process's connection: the log is not removed
+    try:
+        reader.execute("SELECT count(*) FROM chunks").fetchone()
+        for n in range(250):
+            texts = [f"note {n} part {i} " + "harbour pilots at dawn " * 20 for i in range(4)]
+            store.write_files([file_write(folder, f"n{n}.md", texts)])
+        log = db.with_name(db.name + "-wal")
+        assert log.stat().st_size > db.stat().st_size // 4  # what a run leaves without it
+        store.maintain()
+        assert log.stat().st_size == 0
+        assert reader.execute("SELECT count(*) FROM chunks").fetchone()[0] == 1000
+    finally:
+        reader.close()
+        store.close()

@@ -18,6 +18,7 @@ from semsearch.text.lexical import chunk_defines, chunk_terms
 
 SCHEMA_VERSION = 10
 BUSY_TIMEOUT_MS = 30_000
+LOG_WAIT_MS = 1_000  # how long an index run's end waits for reads to give the log back
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
 # `text`; version 2 replaced it with the contentless three-column table (FTS_SQL).
@@ -430,6 +431,18 @@ def write_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if primary == SQLITE_READONLY or "readonly database" in str(exc):
         return ReadOnlyError(read_only_message(path))
     return StoreError(f"Cannot write index {path}: {exc}")
+
+
+def give_back_log(conn: sqlite3.Connection) -> None:
+    """Write the write-ahead log into the file and truncate it: while another process has the
+    index open (an MCP server) SQLite keeps the log at its largest, as big as the index after
+    a first run. Waits for reads under way for LOG_WAIT_MS at most; the log then stays as it is
+    until a later run."""
+    conn.execute(f"PRAGMA busy_timeout={LOG_WAIT_MS}")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def reclaim_space(conn: sqlite3.Connection) -> None:

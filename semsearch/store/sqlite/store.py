@@ -60,8 +60,9 @@ WAL mode and a busy timeout let readers (the MCP server) work while an index run
 serialise on an advisory lock file next to the database (`<index>.lock`, semsearch.store.lock).
 A change of model builds the new model's index in `<index>.next` beside it, then copies it in
 whole (semsearch.store.sqlite.switch).
-New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages; older files are switched by
-one VACUUM). A file that cannot be written is opened read-only (``mode=ro`` / ``immutable=1``).
+New files use ``auto_vacuum=INCREMENTAL`` (``maintain`` frees pages, and empties the WAL; older
+files are switched by one VACUUM). A file that cannot be written is opened read-only
+(``mode=ro`` / ``immutable=1``).
 A zero-byte file is no index yet (``schema.is_index_file``): opening it for an index run creates
 the index in it. A damaged file (pages, rows or the FTS5 tables unreadable, or not SQLite at all)
 raises ``IndexDamagedError`` from any method (``schema.damage_problem`` says which errors are
@@ -151,6 +152,7 @@ from semsearch.store.sqlite.schema import (
     adds_existing_column,
     connect,
     damage_problem,
+    give_back_log,
     is_index_file,
     is_write_failure,
     read_int_meta,
@@ -709,9 +711,7 @@ class SqliteStore:
             raise ReadOnlyError(read_only_message(self.path))
         try:
             source._conn.backup(self._conn)
-            # the log holds the whole copy: into the file, and its space back (this waits for
-            # the reads under way only, not for readers to close)
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            give_back_log(self._conn)  # it holds the whole copy
         except sqlite3.OperationalError as exc:
             if is_write_failure(exc, self.path):  # the copy rolled back: the index is as it was
                 raise write_error(self.path, exc) from exc
@@ -799,7 +799,8 @@ class SqliteStore:
         return True
 
     def maintain(self) -> None:
-        """Give the file's free pages back to the file system (after a removal or re-index).
+        """Give the file's free pages back to the file system (after a removal or re-index),
+        and the write-ahead log's space (``schema.give_back_log``).
 
         SQLite keeps its FTS index current in every transaction; what is left is space. An index
         made with ``auto_vacuum=INCREMENTAL`` frees it in place; an older one is switched to it
@@ -810,6 +811,7 @@ class SqliteStore:
         try:
             self.pack()
             reclaim_space(self._conn)
+            give_back_log(self._conn)
         except sqlite3.OperationalError as exc:
             raise write_error(self.path, exc) from exc
 

@@ -311,10 +311,12 @@ class Index:
             store.sync()  # what another writer committed while this one waited
             stored = store.model()
             embedder = self.embedder
-            resumed = None  # the model of a change a stopped run left beside the index
+            # the model of a change a stopped run left beside the index (SQLite), if any
+            waiting = left_model(store.path) if stored and isinstance(store, SqliteStore) else None
+            resumed = None
             if stored is not None and not force:  # the model variant that built it goes on
                 embedder = embedder.variant_for(stored[0])
-                resumed = self._resumed_model(store, embedder, chosen)
+                resumed = self._resumed_model(waiting, embedder, store, chosen)
                 embedder = resumed or embedder
             replaced = ""
             target = store  # the store this run writes: the index, or its next one
@@ -334,11 +336,10 @@ class Index:
                 replaced = stored[0]
             next_model = ""
             if target is store and isinstance(store, SqliteStore):
-                left = None if stored is None or self._chooses_model else left_model(store.path)
-                if left is None or left == embedder.model_id or force:
+                if waiting is None or waiting == embedder.model_id or force or self._chooses_model:
                     drop_next(store.path)  # none, or a change given up for this model
-                else:  # a change to a model not installed here: kept for a run that has it
-                    next_model = left
+                else:  # not installed here, or `index PATH`: kept for a run that goes on with it
+                    next_model = waiting
             try:
                 reports, indexer, pending = self._index_into(
                     target, embedder, chosen, force, max_files, on_event
@@ -368,19 +369,18 @@ class Index:
         )
 
     def _resumed_model(
-        self, store: Store, embedder: Embedder, chosen: Sequence[Path]
+        self, waiting: str | None, embedder: Embedder, store: Store, chosen: Sequence[Path]
     ) -> Embedder | None:
-        """The embedder of the model a stopped change left building beside the index (SQLite),
-        when the settings name no model, that one is installed and this run indexes every
-        folder of the index (``index PATH`` updates the index with its model meanwhile);
+        """The embedder of ``waiting``, the model a stopped change left building beside the
+        index, when the settings name no model, that one is installed and this run indexes
+        every folder of the index (``index PATH`` updates the index with its model meanwhile);
         else None."""
-        if self._chooses_model or not isinstance(store, SqliteStore):
+        if waiting is None or waiting == embedder.model_id or self._chooses_model:
             return None
-        left = left_model(store.path)
-        if left is None or left == embedder.model_id or _uncovered(store, chosen):
+        if _uncovered(store, chosen):
             return None
-        resumed = self.embedder.variant_for(left)
-        return resumed if resumed.model_id == left else None
+        resumed = self.embedder.variant_for(waiting)
+        return resumed if resumed.model_id == waiting else None
 
     def _index_into(
         self,

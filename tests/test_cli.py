@@ -935,33 +935,50 @@ def test_index_watch_reports_each_run_and_stops_cleanly_on_ctrl_c(tmp_path: Path
     assert child.returncode == 0
 
 
+MINILM = "all-MiniLM-L6-v2-dynint8@2d3757f950bbd648"
+
+
 @pytest.mark.parametrize(
-    ("notes", "src", "embedded", "line"),
+    ("notes", "src", "embedded", "model", "line"),
     [
         (
             FolderReport("/n", "notes", "walk", indexed=2, deleted=1),
             FolderReport("/s", "src", "git", unchanged=9),
             (5, 0),
+            MINILM,
             "12:00:00  notes: 2 files indexed, 1 deleted, 5 chunks embedded  (0.4s)",
         ),
         (
             FolderReport("/n", "notes", "walk", indexed=1, problems=(Problem("/n/x", "gone"),)),
             FolderReport("/s", "src", "git", indexed=1),
             (1, 0),
+            MINILM,
             "12:00:00  notes, src: 2 files indexed, 1 error, 1 chunk embedded  (0.4s)",
         ),
         (
             FolderReport("/n", "notes", "walk", unchanged=3),
             FolderReport("/s", "src", "git", unchanged=9),
             (0, 2),  # an index made before path vectors
+            MINILM,
             "12:00:00  notes, src: file paths embedded  (0.4s)",
+        ),
+        (
+            FolderReport("/n", "notes", "walk", indexed=3),
+            FolderReport("/s", "src", "git", indexed=9),
+            (40, 12),
+            "minilm-cls@8199be6f699a395f",  # a change of model (`index --watch --model`)
+            "12:00:00  notes, src: 12 files indexed, 40 chunks embedded, "
+            "the model now minilm-cls  (0.4s)",
         ),
     ],
 )
 def test_a_watch_line_says_what_a_run_changed(
-    notes: FolderReport, src: FolderReport, embedded: tuple[int, int], line: str
+    notes: FolderReport, src: FolderReport, embedded: tuple[int, int], model: str, line: str
 ) -> None:
-    report = IndexReport((notes, src), 0.43, embedded[0], 0, embedded[1])
+    replaced = "" if model == MINILM else MINILM
+    report = IndexReport(
+        (notes, src), 0.43, embedded[0], 0, embedded[1], model=model, replaced_model=replaced
+    )
     assert report.has_changes and watch_line(report, "12:00:00") == line
     assert not IndexReport((FolderReport("/n", "notes", "walk", unchanged=3),), 0.1).has_changes
 

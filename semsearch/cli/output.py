@@ -209,6 +209,7 @@ def watch_line(report: IndexReport, clock: str) -> str:
         plural(errors, "error") if errors else "",
         f"{plural(report.chunks_embedded, 'chunk')} embedded" if report.chunks_embedded else "",
         f"{report.chunks_pending} still waiting" if report.chunks_pending else "",
+        f"the model now {report.model_name}" if report.replaced_model else "",
     ]
     what = ", ".join(part for part in parts if part) or "file paths embedded"
     where = ", ".join(f.name for f in changed) or ", ".join(f.name for f in report.folders)

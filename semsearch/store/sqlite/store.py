@@ -696,7 +696,7 @@ class SqliteStore:
             for key, value in numbers.items():
                 self._set_meta(key, str(value))
         try:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            give_back_log(self._conn)
         except sqlite3.OperationalError as exc:
             raise write_error(self.path, exc) from exc
 

@@ -140,6 +140,12 @@ def _uncovered(store: Store, chosen: Sequence[Path]) -> list[str]:
     ]
 
 
+def _ids_of(folders: Sequence[Folder], roots: Sequence[Path]) -> list[int]:
+    """The ids of those of ``folders`` that are these roots (a root not among them has none)."""
+    wanted = {os.path.realpath(root) for root in roots}
+    return [f.id for f in folders if os.path.realpath(f.path) in wanted]
+
+
 def _check_switch_covers(store: Store, chosen: Sequence[Path], model: str) -> None:
     """Refuse a change of model (``--model``, ``--force``) that would drop the chunks of folders
     this run does not index: another model's vectors cannot stay beside the new ones."""
@@ -334,7 +340,7 @@ class Index:
                 else:
                     store.clear_chunks()
                 replaced = stored[0]
-            next_model = ""
+            model, next_model = embedder.model_id, ""  # the index's model after the run
             if target is store and isinstance(store, SqliteStore):
                 if waiting is None or waiting == embedder.model_id or force or self._chooses_model:
                     drop_next(store.path)  # none, or a change given up for this model
@@ -348,11 +354,9 @@ class Index:
                     assert isinstance(store, SqliteStore) and isinstance(target, SqliteStore)
                     if pending or any(r.failed or r.truncated for r in reports):
                         # the index keeps its model and vectors until the next one is whole
-                        next_model, replaced = embedder.model_id, ""
-                    else:
+                        model, next_model, replaced = replaced, embedder.model_id, ""
+                    else:  # readers of the index (this one too) see a new generation
                         switch(store, target)
-                        self._forget_store()
-                        self._open(create=True).maintain()
             finally:
                 if target is not store:
                     target.close()
@@ -363,7 +367,7 @@ class Index:
             indexer.embedded,
             pending,
             indexer.paths_embedded,
-            model=stored[0] if next_model and stored else embedder.model_id,
+            model=model,
             replaced_model=replaced,
             next_model=next_model,
         )
@@ -402,9 +406,7 @@ class Index:
                 reports.append(FolderReport(str(root), root.name, "", truncated=True))
                 continue
             reports.append(indexer.index_folder(root, force=force, max_files=left))
-        # another folder's pending chunks wait for its run
-        wanted = {os.path.realpath(root) for root in chosen}
-        owned = [f.id for f in store.folders() if os.path.realpath(f.path) in wanted]
+        owned = _ids_of(store.folders(), chosen)  # another folder's pending chunks wait
         indexer.embed_pending(owned)
         store.maintain()
         return reports, indexer, store.pending_count(owned)
@@ -763,8 +765,7 @@ class Index:
 
     def _folder_ids(self, roots: Sequence[Path]) -> list[int]:
         """The index's ids of these folders (a folder not in the index has none)."""
-        wanted = {os.path.realpath(root) for root in roots}
-        return [f.id for f in self._indexed_folders() if os.path.realpath(f.path) in wanted]
+        return _ids_of(self._indexed_folders(), roots)
 
     def _indexed_folders(self) -> list[Folder]:
         """The index's folders with counts, read again only after the index changed."""

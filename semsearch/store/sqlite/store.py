@@ -686,8 +686,8 @@ class SqliteStore:
         epoch past both files' (a reader of ``into`` then drops what it read of it: vectors,
         blocks, file rows, instead of adding to them), its write-ahead log in its file (the
         copy then needs room for one more copy of it only)."""
-        if not self.start_ids_after(into.last_chunk_id()):
-            raise StoreError(f"{self.path} reuses chunk ids of {into.path}: not copied")
+        ids_above = self.start_ids_after(into.last_chunk_id())
+        assert ids_above, "switch.open_next keeps no next index whose ids the index reached"
         numbers = {
             key: max(read_int_meta(self._conn, key), read_int_meta(into._conn, key)) + 1
             for key in ("generation", "pack_epoch")
@@ -704,11 +704,8 @@ class SqliteStore:
         """Make this index a copy of ``source`` in one write transaction (SQLite's online
         backup): a reader sees the index before or after, never part of either. The caller
         holds the write lock; ``source`` has the same page size, was readied by
-        :meth:`prepare_copy` and is not written meanwhile."""
-        if self._upgrade_failure is not None:
-            raise DiskFullError(self._upgrade_failure)
-        if self.read_only:
-            raise ReadOnlyError(read_only_message(self.path))
+        :meth:`prepare_copy` and is not written meanwhile. What this store read of the index
+        before (file rows, vectors) goes as any reader's does: by the new generation."""
         try:
             source._conn.backup(self._conn)
             give_back_log(self._conn)  # it holds the whole copy
@@ -716,11 +713,6 @@ class SqliteStore:
             if is_write_failure(exc, self.path):  # the copy rolled back: the index is as it was
                 raise write_error(self.path, exc) from exc
             raise
-        self._refs = (-1, {})
-        with self._reader_lock:
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
 
     def chunk_ids(self) -> IdArray:
         """All chunk ids, ascending."""

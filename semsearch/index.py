@@ -342,9 +342,9 @@ class Index:
                 replaced = stored[0]
             model, next_model = embedder.model_id, ""  # the index's model after the run
             if target is store and isinstance(store, SqliteStore):
-                if waiting is None or waiting == embedder.model_id or force or self._chooses_model:
-                    drop_next(store.path)  # none, or a change given up for this model
-                else:  # not installed here, or `index PATH`: kept for a run that goes on with it
+                if waiting is None or waiting == embedder.model_id or self._chooses_model:
+                    drop_next(store.path)  # none, or a change given up by naming a model
+                else:  # not installed here, `index PATH`, `--force`: kept for a later run
                     next_model = waiting
             try:
                 reports, indexer, pending = self._index_into(

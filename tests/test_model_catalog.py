@@ -303,9 +303,10 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SQLite: ``index --model`` stopped by ``--max-files`` leaves the index its old model and
-    vectors (the summary says so); a run where that model is not installed keeps it; the next
-    run that has it finishes the new model's index and copies it in; a change stopped and then
-    given up (``--model`` of the index's own) leaves no file."""
+    vectors (the summary says so); a run where that model is not installed keeps it, and so
+    does ``--force`` (the index embedded again with its own model); the next run that has it
+    finishes the new model's index and copies it in; a change stopped and then given up
+    (``--model`` of the index's own) leaves no file."""
     project = write_tree(
         tmp_path / "project",
         {
@@ -335,6 +336,10 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     assert code == 0 and waiting["model"] == old and waiting["nextModel"].startswith(f"{NAME}@")
     assert beside.exists() and "(`--model all-MiniLM-L6-v2` gives it up)" in run(capsys, "index")[1]
     sys.path.insert(0, str(installed))
+    code, out, _ = run(capsys, "index", "--force", "--json")  # the index's model, again
+    forced = json.loads(out)
+    assert code == 0 and forced["model"] == old and forced["nextModel"] == waiting["nextModel"]
+    assert forced["filesIndexed"] == 3 and beside.exists()
 
     code, out, _ = run(capsys, "index", "--json")  # no model named: the change goes on
     done = json.loads(out)
@@ -741,3 +746,4 @@ def test_indexing_one_folder_during_a_change_of_model_keeps_the_change_waiting(
     assert result == 0 and report["model"].startswith(f"{NAME}@") and report["nextModel"] is None
     assert json.loads(run(capsys, "status", "--json")[1])["files"] == 4
     assert report["chunksEmbedded"] == 3  # the cut run's one chunk kept its vector
+

@@ -747,3 +747,20 @@ def test_indexing_one_folder_during_a_change_of_model_keeps_the_change_waiting(
     assert json.loads(run(capsys, "status", "--json")[1])["files"] == 4
     assert report["chunksEmbedded"] == 3  # the cut run's one chunk kept its vector
 
+
+def test_a_damaged_next_index_is_made_anew(
+    installed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A next index that is no SQLite file (bytes written over it) names no waiting change in
+    ``status``, and ``index --model`` builds a new one in its place."""
+    project = write_tree(tmp_path / "project", {"a.py": "def parse_header(line):\n    pass\n"})
+    assert run(capsys, "add", str(project))[0] == 0
+    assert run(capsys, "index")[0] == 0
+    beside = next_path(load_settings(os.environ).store_path)
+    beside.write_bytes(os.urandom(64 * 1024))
+    status = json.loads(run(capsys, "status", "--json")[1])
+    assert status["nextModel"] is None and status["files"] == 1
+    code, out, _ = run(capsys, "index", "--model", NAME, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["model"].startswith(f"{NAME}@") and report["filesIndexed"] == 1
+    assert not beside.exists()

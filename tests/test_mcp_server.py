@@ -447,6 +447,9 @@ def test_grep_literal_with_glob_and_case(client: Client, indexed: dict[str, Any]
     assert "No matches" in ok(
         client.call("grep", {"pattern": "err_zorblatt", "caseSensitive": True})
     )
+    assert "No matches" in ok(  # a client that sends every value as a string
+        client.call("grep", {"pattern": "err_zorblatt", "caseSensitive": "true"})
+    )
     assert "No matches" in ok(client.call("grep", {"pattern": "ZORBLATT", "fileGlob": "*.md"}))
 
 
@@ -835,6 +838,14 @@ def test_copies_come_back_as_one_result_listing_the_others(world: dict[str, Path
         ),
         ("grep", {"pattern": 7}, "pattern must be a string, got 7."),
         ("grep", {"pattern": "x", "regex": "maybe"}, 'regex must be true or false, got "maybe".'),
+        # pydantic alone takes "yes", 1 and "on" as true: a re-embedding run must not start on one
+        ("index", {"force": "yes"}, 'force must be true or false, got "yes".'),
+        (
+            "grep",
+            {"pattern": "x", "caseSensitive": 1},
+            "caseSensitive must be true or false, got 1.",
+        ),
+        ("grep", {"pattern": "x", "regex": "on"}, 'regex must be true or false, got "on".'),
         (
             "index",
             {"maxFiles": True},

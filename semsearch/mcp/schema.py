@@ -40,6 +40,16 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
+def _flag(value: Any) -> Any:
+    """true, false or null; "true"/"false" as strings. pydantic alone would also take 1, "yes",
+    "on" or "t" as true: a value the published schema does not allow must not start a run."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError("expected true or false")
+
+
 def _between(low: int, high: int | None) -> Callable[[int | None], int | None]:
     def check(value: int | None) -> int | None:
         if value is not None and (value < low or (high is not None and value > high)):
@@ -85,8 +95,9 @@ GrepCount = Annotated[
 """A grep match count, 1 to MAX_GREP_RESULTS."""
 OptionalText = Annotated[str | None, WithJsonSchema({"type": "string"})]
 """A string, or null for its default."""
-OptionalFlag = Annotated[bool | None, WithJsonSchema({"type": "boolean"})]
-"""A boolean, or null for its default."""
+OptionalFlag = Annotated[bool | None, BeforeValidator(_flag), WithJsonSchema({"type": "boolean"})]
+"""A boolean, or null for its default (the strings "true" and "false" too, as a client that
+sends every value as a string gives them)."""
 
 
 def _glob_list(value: Any) -> Any:

@@ -100,7 +100,8 @@ from semsearch.store import (
     set_aside,
     write_lock,
 )
-from semsearch.store.sqlite.switch import drop_next, left_model, open_next, switch
+from semsearch.store.sqlite.store import file_bytes
+from semsearch.store.sqlite.switch import drop_next, left_model, next_path, open_next, switch
 from semsearch.text.chunking import ChunkSettings
 
 logger = logging.getLogger("semsearch.index")
@@ -942,8 +943,11 @@ class Index:
             return Status(path, False, 0, None, tuple(rows))
         store = self._open()
         size, model, pending = store.size_bytes(), store.model(), store.pending_count()
-        following = left_model(store.path) if isinstance(store, SqliteStore) else None
-        return Status(path, True, size, model, tuple(rows), pending, following)
+        following, beside = None, 0
+        if isinstance(store, SqliteStore):
+            following = left_model(store.path)
+            beside = file_bytes(next_path(store.path)) if following else 0
+        return Status(path, True, size, model, tuple(rows), pending, following, beside)
 
     def _folder_status(self, info: FolderInfo, folder: Folder) -> FolderStatus:
         return FolderStatus(info, True, *self._compare(folder))

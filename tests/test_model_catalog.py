@@ -327,6 +327,10 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     assert status["model"]["id"] == old and status["files"] == 3 and status["chunksPending"] == 0
     assert status["nextModel"].startswith(f"{NAME}@")
     assert f"next model    {NAME}@" in run(capsys, "status")[1]
+    on_disk = sum(p.stat().st_size for p in beside.parent.glob(beside.name + "*"))
+    assert status["nextSizeBytes"] == on_disk > 0  # not counted in the index's size
+    index_files = [beside.with_name(f"index.db{end}") for end in ("", "-wal", "-shm")]
+    assert status["sizeBytes"] == sum(p.stat().st_size for p in index_files if p.exists())
     code, out, _ = run(capsys, "search", "office holidays", "--mode", "vector", "--json")
     assert code == 0 and json.loads(out)["results"][0]["relPath"] == "notes.md"
 
@@ -348,6 +352,7 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     status = json.loads(run(capsys, "status", "--json")[1])
     assert status["model"]["id"] == done["model"] and status["files"] == 3
     assert status["nextModel"] is None and "next model" not in run(capsys, "status")[1]
+    assert status["nextSizeBytes"] == 0
 
     code, out, _ = run(capsys, "index", "--model", "all-MiniLM-L6-v2", "--max-files", "1")
     assert code == 0 and beside.exists()

@@ -132,6 +132,7 @@ class Status:
     folders: tuple[FolderStatus, ...]
     chunks_pending: int = 0  # chunks searchable by words but still waiting for their vector
     next_model: str | None = None  # a change of model a run left unfinished beside the index
+    next_size_bytes: int = 0  # the next model's index, on disk beside the index
 
     @property
     def files(self) -> int:
@@ -162,6 +163,7 @@ class Status:
             "sizeBytes": self.size_bytes,
             "model": model,
             "nextModel": self.next_model,
+            "nextSizeBytes": self.next_size_bytes,
             "files": self.files,
             "skipped": self.skipped,
             "errors": self.errors,

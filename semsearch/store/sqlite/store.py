@@ -808,9 +808,8 @@ class SqliteStore:
             raise write_error(self.path, exc) from exc
 
     def size_bytes(self) -> int:
-        """Bytes on disk: the file and its WAL."""
-        files = self.path.parent.glob(self.path.name + "*")
-        return sum(p.stat().st_size for p in files if p.suffix != ".lock")
+        """Bytes on disk: the file and its companions (the log; not a next index beside it)."""
+        return file_bytes(self.path)
 
     def close(self) -> None:
         """Close the connections."""
@@ -829,3 +828,13 @@ def _in_folders(folder_ids: Sequence[int] | None) -> tuple[str, tuple[int, ...]]
         return "", ()
     ids = tuple(int(i) for i in folder_ids)
     return f" AND +x.folder_id IN ({', '.join('?' * len(ids))})", ids
+
+
+def file_bytes(path: Path) -> int:
+    """Bytes on disk of the SQLite file at ``path`` with its log (``-wal`` or ``-journal``, 0
+    when absent); not the ``-shm`` file, 32 KiB that exists only while a connection is open."""
+    total = 0
+    for end in ("", "-wal", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.with_name(path.name + end).stat().st_size
+    return total

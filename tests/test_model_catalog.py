@@ -326,7 +326,9 @@ def test_a_change_of_model_cut_short_keeps_the_index_until_a_run_finishes_it(
     status = json.loads(run(capsys, "status", "--json")[1])
     assert status["model"]["id"] == old and status["files"] == 3 and status["chunksPending"] == 0
     assert status["nextModel"].startswith(f"{NAME}@")
-    assert f"next model    {NAME}@" in run(capsys, "status")[1]
+    shown = run(capsys, "status")[1]
+    assert f"next model    {NAME}@" in shown
+    assert f"beside this one ({beside.stat().st_size / 1e6:.1f} MB) is not whole" in shown
     on_disk = sum(p.stat().st_size for p in beside.parent.glob(beside.name + "*"))
     assert status["nextSizeBytes"] == on_disk > 0  # not counted in the index's size
     index_files = [beside.with_name(f"index.db{end}") for end in ("", "-wal", "-shm")]

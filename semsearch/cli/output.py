@@ -285,10 +285,11 @@ def print_status(status: dict[str, Any], as_json: bool = False) -> None:
         print(f"index         {path}  ({status['sizeBytes'] / 1e6:.1f} MB)")
         print(f"model         {shown}")
         if status.get("nextModel"):  # absent from an older server's status
+            size = status.get("nextSizeBytes")  # so is its size, from a later one
+            beside = "" if size is None else f" ({size / 1e6:.1f} MB)"
             print(
-                f"next model    {status['nextModel']}: its index beside this one "
-                f"({status.get('nextSizeBytes', 0) / 1e6:.1f} MB) is not whole yet; "
-                "`semsearch index` finishes it"
+                f"next model    {status['nextModel']}: its index beside this one{beside} is not "
+                "whole yet; `semsearch index` finishes it"
             )
     else:
         print(f"index         {path}  (not created yet: run `semsearch index`)")

@@ -140,11 +140,11 @@ def test_parallel_runs_give_the_vectors_of_serial_runs(variant: str) -> None:
 
 
 def test_fp32_vectors_do_not_depend_on_the_token_budget() -> None:
-    """Why fp32 could move to a smaller budget without new benchmarks (int8 stays at 512: one
-    activation scale per call makes its vectors depend on a call's companions)."""
+    """Why fp32 could move to a smaller budget without new benchmarks, and keeps batching (int8
+    embeds each text alone: one activation scale per call makes its vectors depend on a call's
+    companions)."""
     embedder = OnnxEmbedder(variant="fp32")
     assert embedder.batch_tokens == BATCH_TOKENS
-    assert OnnxEmbedder(variant="int8").batch_tokens == 512
     ids = [embedder._tokenizer.encode("caching layer " * (i % 50) + str(i)).ids for i in range(40)]
     session = embedder._load(indexing=True)
     small, large = embed_ids(session, ids, 2, 128), embed_ids(session, ids, 2, 2048)
@@ -166,3 +166,17 @@ def test_queries_during_indexing_get_the_vectors_they_get_alone() -> None:
     indexing.join()
     assert len(during) > 1 and all(np.array_equal(v, alone) for v in during)
     assert np.array_equal(result[0], indexed_alone)
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it() -> None:
+    """int8 quantises a call's activations with one scale: in a call with others, a text's
+    vector moved with them (an index with the order its texts came in). Each text has a call of
+    its own, so embedding it alone, among short texts or among long ones gives one vector."""
+    embedder = OnnxEmbedder(variant="int8")
+    short = [f"retry {i}" for i in range(12)]
+    long = [f"chunk {i} " + "the connection pool retries a request " * 30 for i in range(6)]
+    text = "def retry_with_backoff(call, attempts=5): sleep between attempts"
+    alone = embedder.embed([text])[0]
+    assert np.array_equal(embedder.embed([*short, text])[-1], alone)
+    assert np.array_equal(embedder.embed([*long, text, *long])[len(long)], alone)
+    assert np.array_equal(embedder.embed_query(text), alone)  # a query is embedded alone too

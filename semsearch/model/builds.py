@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.errors import ModelError
+from semsearch.model.run import ALONE
 
 # The fp32 variant keeps the name and id indexes built before the int8 variant recorded.
 # New indexes get `auto`: int8 on x86-64 CPUs with AVX2 (VNNI ones included), where it indexes
@@ -52,7 +53,8 @@ class Variant:
     # The checksum in the model id: of the file that first made this variant's vectors, when a
     # later file gives the same vectors (None: this file's own).
     vectors_sha256: str | None = None
-    # Padded tokens per model call, when not model_run.BATCH_TOKENS.
+    # Padded tokens per model call, when not model_run.BATCH_TOKENS (model_run.ALONE: one text
+    # per call).
     batch_tokens: int | None = None
 
     @property
@@ -63,8 +65,11 @@ class Variant:
 
 VARIANTS = {
     "fp32": Variant("fp32", DEFAULT_MODEL_NAME, DEFAULT_MODEL_SHA256, False),
+    # One text per call: dynamic quantisation gives a call one activation scale, so a text's
+    # vector moved with the texts beside it (cosine down to 0.986), and an index, its figures
+    # with it, with the order texts came in (bench/RESULTS.md, "Session 37").
     "int8": Variant(
-        "int8", INT8_MODEL_NAME, INT8_MODEL_SHA256, True, INT8_VECTORS_SHA256, batch_tokens=512
+        "int8", INT8_MODEL_NAME, INT8_MODEL_SHA256, True, INT8_VECTORS_SHA256, batch_tokens=ALONE
     ),
 }
 

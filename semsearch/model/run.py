@@ -20,10 +20,11 @@ from semsearch.config import MODEL_WINDOW
 from semsearch.errors import ModelError
 
 # Padded tokens per model call: big batches spill the caches and grow onnxruntime's arena, and
-# with two calls at once 256 indexes as fast as 512 in less memory. The int8 build keeps 512
-# (Variant.batch_tokens): its vectors depend on a call's companions (one activation scale per
-# call), and its quality was measured at 512.
+# with two calls at once 256 indexes as fast as 512 in less memory. The int8 build embeds each
+# text in a call of its own (Variant.batch_tokens ALONE): one activation scale per call made a
+# text's vector depend on the texts beside it.
 BATCH_TOKENS = 256
+ALONE = 1  # a budget no two texts fit in: each text in a call of its own
 MAX_BATCH = 64
 # Runs at once while indexing: one per core, up to this many (each holds its own activations;
 # measured on 2 cores only).

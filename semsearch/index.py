@@ -100,8 +100,7 @@ from semsearch.store import (
     set_aside,
     write_lock,
 )
-from semsearch.store.sqlite.store import file_bytes
-from semsearch.store.sqlite.switch import drop_next, left_model, next_path, open_next, switch
+from semsearch.store.sqlite.switch import drop_next, left_model, next_bytes, open_next, switch
 from semsearch.text.chunking import ChunkSettings
 
 logger = logging.getLogger("semsearch.index")
@@ -946,7 +945,7 @@ class Index:
         following, beside = None, 0
         if isinstance(store, SqliteStore):
             following = left_model(store.path)
-            beside = file_bytes(next_path(store.path)) if following else 0
+            beside = next_bytes(store.path) if following else 0
         return Status(path, True, size, model, tuple(rows), pending, following, beside)
 
     def _folder_status(self, info: FolderInfo, folder: Folder) -> FolderStatus:

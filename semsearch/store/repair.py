@@ -20,11 +20,7 @@ from semsearch.errors import IndexDamagedError, StoreError
 from semsearch.store.base import IndexCheck
 from semsearch.store.lance import is_index_folder
 from semsearch.store.sqlite.check import check_file
-from semsearch.store.sqlite.schema import is_index_file
-
-# What SQLite keeps beside a database file: its write-ahead log, the log's index, and the
-# rollback journal of a file in another journal mode.
-COMPANIONS = ("-wal", "-shm", "-journal")
+from semsearch.store.sqlite.schema import COMPANIONS, is_index_file
 
 
 def has_index(backend: str, path: Location) -> bool:

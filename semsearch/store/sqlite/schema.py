@@ -5,6 +5,7 @@ The format itself is described in :mod:`semsearch.store.sqlite.store`.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sqlite3
@@ -18,6 +19,9 @@ from semsearch.text.lexical import chunk_defines, chunk_terms
 
 SCHEMA_VERSION = 10
 BUSY_TIMEOUT_MS = 30_000
+# What SQLite keeps beside a database file: its write-ahead log, the log's index, and the
+# rollback journal of a file in another journal mode.
+COMPANIONS = ("-wal", "-shm", "-journal")
 LOG_WAIT_MS = 1_000  # how long an index run's end waits for reads to give the log back
 
 # Schema version 1: the tables. Its first form also had an external-content FTS5 table over
@@ -457,3 +461,14 @@ def reclaim_space(conn: sqlite3.Connection) -> None:
         # execute() steps once and frees one page; a script runs the pragma to the end.
         conn.executescript("PRAGMA incremental_vacuum;")
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def file_bytes(path: Path) -> int:
+    """Bytes on disk of the SQLite file at ``path`` with its companions (0 for those absent) but
+    the ``-shm`` file, 32 KiB that exists only while a connection is open."""
+    total = 0
+    for end in ("", *COMPANIONS):
+        if end != "-shm":
+            with contextlib.suppress(FileNotFoundError):
+                total += path.with_name(path.name + end).stat().st_size
+    return total

@@ -152,6 +152,7 @@ from semsearch.store.sqlite.schema import (
     adds_existing_column,
     connect,
     damage_problem,
+    file_bytes,
     give_back_log,
     is_index_file,
     is_write_failure,
@@ -828,13 +829,3 @@ def _in_folders(folder_ids: Sequence[int] | None) -> tuple[str, tuple[int, ...]]
         return "", ()
     ids = tuple(int(i) for i in folder_ids)
     return f" AND +x.folder_id IN ({', '.join('?' * len(ids))})", ids
-
-
-def file_bytes(path: Path) -> int:
-    """Bytes on disk of the SQLite file at ``path`` with its log (``-wal`` or ``-journal``, 0
-    when absent); not the ``-shm`` file, 32 KiB that exists only while a connection is open."""
-    total = 0
-    for end in ("", "-wal", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            total += path.with_name(path.name + end).stat().st_size
-    return total

@@ -20,8 +20,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from semsearch.errors import StoreError
-from semsearch.store.repair import COMPANIONS
-from semsearch.store.sqlite.schema import is_index_file
+from semsearch.store.sqlite.schema import COMPANIONS, file_bytes, is_index_file
 from semsearch.store.sqlite.store import SqliteStore
 
 # The next index's chunk ids start this far above the index's: room for the chunks that runs
@@ -32,6 +31,11 @@ ID_GAP = 1 << 32
 def next_path(path: Path) -> Path:
     """Where the index at ``path`` builds its next model's index."""
     return path.with_name(path.name + ".next")
+
+
+def next_bytes(path: Path) -> int:
+    """Bytes on disk of the next index beside the index at ``path`` (0 when there is none)."""
+    return file_bytes(next_path(path))
 
 
 def left_model(path: Path) -> str | None:

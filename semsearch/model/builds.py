@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from semsearch.errors import ModelError
-from semsearch.model.run import ALONE
 
 # The fp32 variant keeps the name and id indexes built before the int8 variant recorded.
 # New indexes get `auto`: int8 on x86-64 CPUs with AVX2 (VNNI ones included), where it indexes
@@ -40,6 +39,9 @@ INT8_VECTORS_SHA256 = "2d3757f950bbd64846ae9e1c516ab0d8e45330b360bdfe97e1b2d47ac
 INT8_CPU_FLAG = "avx2"
 
 
+ALONE = 1  # a Variant.batch_tokens no two texts fit in: each text in a model call of its own
+
+
 @dataclass(frozen=True)
 class Variant:
     """One packaged build of the default model."""
@@ -53,8 +55,8 @@ class Variant:
     # The checksum in the model id: of the file that first made this variant's vectors, when a
     # later file gives the same vectors (None: this file's own).
     vectors_sha256: str | None = None
-    # Padded tokens per model call, when not model_run.BATCH_TOKENS (model_run.ALONE: one text
-    # per call).
+    # Padded tokens per model call, when not model_run.BATCH_TOKENS (ALONE: one text per
+    # call).
     batch_tokens: int | None = None
 
     @property

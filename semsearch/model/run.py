@@ -21,10 +21,9 @@ from semsearch.errors import ModelError
 
 # Padded tokens per model call: big batches spill the caches and grow onnxruntime's arena, and
 # with two calls at once 256 indexes as fast as 512 in less memory. The int8 build embeds each
-# text in a call of its own (Variant.batch_tokens ALONE): one activation scale per call made a
-# text's vector depend on the texts beside it.
+# text in a call of its own (Variant.batch_tokens, builds.ALONE): one activation scale per call
+# made a text's vector depend on the texts beside it.
 BATCH_TOKENS = 256
-ALONE = 1  # a budget no two texts fit in: each text in a call of its own
 MAX_BATCH = 64
 # Runs at once while indexing: one per core, up to this many (each holds its own activations;
 # measured on 2 cores only).

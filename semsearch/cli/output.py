@@ -285,7 +285,7 @@ def print_status(status: dict[str, Any], as_json: bool = False) -> None:
         print(f"index         {path}  ({status['sizeBytes'] / 1e6:.1f} MB)")
         print(f"model         {shown}")
         if status.get("nextModel"):  # absent from an older server's status
-            size = status.get("nextSizeBytes")  # absent from a server of session 36
+            size = status.get("nextSizeBytes")  # absent from an older server too
             beside = "" if size is None else f" ({size / 1e6:.1f} MB)"
             print(
                 f"next model    {status['nextModel']}: its index beside this one{beside} is not "
